@@ -1,0 +1,51 @@
+# Two commands matter (see README.md): `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_FORCE_COLOR ?= 0
+export PY_COLORS ?= 0
+T := scripts/timed
+SUITES ?= bookworm trixie
+
+.PHONY: demo test venv engine images lint unit e2e molecule demo-down clean
+
+## demo: a local mesh of Docker nodes turned into a Slurm cluster
+demo: venv engine
+	@$(T) images python -m meshctl.localmesh images --suite bookworm
+	@$(T) nodes python -m meshctl.localmesh up --suite bookworm
+	@echo "The local mesh is up: docker exec head systemctl is-system-running"
+
+## test: lint, unit tests, end-to-end tests and every molecule scenario
+test: venv engine images lint unit molecule
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	@$(T) venv bash -c '$(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q --upgrade pip && $(VENV)/bin/pip install -q -e ".[test]"'
+	@touch $@
+
+engine: venv
+	@$(T) engine python -m meshctl.localmesh engine
+
+images: engine
+	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
+
+lint: venv
+	@$(T) ruff bash -c 'ruff check meshctl tests && ruff format --check meshctl tests'
+	@$(T) yamllint yamllint -s .
+	@$(T) ansible-lint ansible-lint --offline -q
+
+unit: venv
+	@$(T) pytest pytest -q -m "not e2e"
+
+e2e: images
+	@$(T) e2e pytest -q -m e2e
+
+molecule: images
+	@$(T) molecule molecule test --all
+
+demo-down: venv
+	python -m meshctl.localmesh down
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -1,0 +1,3 @@
+from meshctl.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""One module per meshctl command; each exposes a click command named ``command``."""

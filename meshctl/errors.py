@@ -1,0 +1,57 @@
+"""One error family for everything meshctl reports to a user.
+
+Each class carries the process exit code the CLI uses for it; the codes are
+documented in README.md ("Exit codes") and never reused for something else.
+"""
+
+from __future__ import annotations
+
+
+class MeshctlError(Exception):
+    """An error the user can act on. ``hint`` says what to do about it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  fix: {self.hint}"
+        return self.message
+
+
+class UsageError(MeshctlError):
+    """Bad arguments or bad input files."""
+
+    exit_code = 2
+
+
+class InventoryError(MeshctlError):
+    """The mesh directory or its inventory is missing, corrupt or inconsistent."""
+
+    exit_code = 3
+
+
+class PreflightError(MeshctlError):
+    """A node failed a check before anything was changed on it."""
+
+    exit_code = 4
+
+
+class PlaybookError(MeshctlError):
+    """An Ansible run failed on one or more hosts."""
+
+    exit_code = 5
+
+
+class EnvironmentProblem(MeshctlError):
+    """The machine meshctl runs on lacks something (Docker engine, debootstrap, ...)."""
+
+    exit_code = 6
+
+
+class ParseError(UsageError):
+    """A command output could not be understood."""

@@ -1,0 +1,54 @@
+"""Test-bed helper used by the Makefile: ``python -m meshctl.localmesh engine|images|up|down``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from meshctl.errors import MeshctlError
+from meshctl.localmesh import engine, images, nodes
+
+
+@click.group()
+def main() -> None:
+    """Local Docker mesh for the demo and the tests."""
+
+
+@main.command("engine")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for the engine.")
+def engine_cmd(timeout: float) -> None:
+    """Make a Docker engine answer (install and start it when needed)."""
+    engine.ensure(timeout=timeout)
+
+
+@main.command("images")
+@click.option("--suite", "suites", multiple=True, default=tuple(images.SUITES), show_default=True)
+def images_cmd(suites: tuple[str, ...]) -> None:
+    """Build the node images (cached by the hash of their inputs)."""
+    for suite in suites:
+        images.build(suite)
+
+
+@main.command("up")
+@click.option("--suite", default="bookworm", show_default=True)
+def up_cmd(suite: str) -> None:
+    """Start head, gpu1 and cpu1 as systemd containers."""
+    nodes.up(suite)
+
+
+@main.command("down")
+def down_cmd() -> None:
+    """Remove the local mesh containers and network."""
+    nodes.down()
+
+
+if __name__ == "__main__":
+    try:
+        main(standalone_mode=False)
+    except MeshctlError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)

@@ -1,0 +1,97 @@
+"""Start and stop the local mesh: systemd node containers on a tailnet-like network."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+
+import netaddr
+
+from meshctl.errors import EnvironmentProblem
+
+NETWORK = "meshctl-demo"
+SUBNET = "100.100.20.0/24"  # inside 100.64.0.0/10, like tailnet addresses
+NODE_NAMES = ("head", "gpu1", "cpu1")
+# systemd as PID 1 without --privileged (which fails on our hosts): capabilities one by one.
+CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "MKNOD", "DAC_READ_SEARCH", "SYS_PTRACE")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    address: str
+
+
+def plan_nodes(names=NODE_NAMES, subnet: str = SUBNET) -> list[Node]:
+    """Give each node a fixed address: the subnet's .10, .11, ... in order."""
+    net = netaddr.IPNetwork(subnet)
+    if not netaddr.IPNetwork("100.64.0.0/10").__contains__(net):
+        raise EnvironmentProblem(f"{subnet} is not inside 100.64.0.0/10")
+    return [Node(name, str(net[10 + i])) for i, name in enumerate(names)]
+
+
+def run_args(node: Node, image: str, network: str = NETWORK) -> list[str]:
+    args = ["docker", "run", "-d", "--name", node.name, "--hostname", node.name]
+    args += ["--network", network, "--ip", node.address, "--cgroupns=host"]
+    args += ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock"]
+    args += ["--label", "org.meshctl.localmesh=1"]
+    for cap in CAPABILITIES:
+        args += ["--cap-add", cap]
+    return [*args, image]
+
+
+def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise EnvironmentProblem(f"docker {' '.join(args[:3])} failed: {result.stderr.strip()}")
+    return result
+
+
+def system_state(name: str) -> str:
+    result = _docker("exec", name, "systemctl", "is-system-running", check=False)
+    return result.stdout.strip() or result.stderr.strip()
+
+
+def wait_running(name: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = "unknown"
+    while time.monotonic() < deadline:
+        state = system_state(name)
+        if state in ("running", "degraded"):
+            return state
+        time.sleep(1)
+    return state
+
+
+def failed_units(name: str) -> str:
+    return _docker("exec", name, "systemctl", "--failed", "--no-legend", "--plain", check=False).stdout.strip()
+
+
+def up(suite: str = "bookworm", say=print) -> list[Node]:
+    image = f"meshctl-node:{suite}"
+    nodes = plan_nodes()
+    if _docker("network", "inspect", NETWORK, check=False).returncode != 0:
+        _docker("network", "create", "--subnet", SUBNET, NETWORK)
+        say(f"network {NETWORK} ({SUBNET}): created")
+    for node in nodes:
+        if _docker("container", "inspect", node.name, check=False).returncode == 0:
+            say(f"node {node.name}: already exists, kept")
+            continue
+        subprocess.run(run_args(node, image), capture_output=True, text=True, check=True)
+        say(f"node {node.name}: started at {node.address} from {image}")
+    for node in nodes:
+        state = wait_running(node.name)
+        say(f"node {node.name}: systemd {state}")
+        if state == "degraded":
+            say(f"  failed units on {node.name}: {failed_units(node.name) or '(none listed)'}")
+        elif state != "running":
+            raise EnvironmentProblem(f"node {node.name} did not boot systemd (state {state!r})")
+    return nodes
+
+
+def down(say=print) -> None:
+    for name in NODE_NAMES:
+        if _docker("rm", "-f", name, check=False).returncode == 0:
+            say(f"node {name}: removed")
+    _docker("network", "rm", NETWORK, check=False)
