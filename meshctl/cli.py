@@ -6,15 +6,26 @@ into one message on stderr and the error's exit code. ``--debug`` shows the trac
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from meshctl import __version__
 from meshctl.errors import MeshctlError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class MeshctlGroup(click.Group):
+    """Turns a MeshctlError into one line on stderr and the error's exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except MeshctlError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=MeshctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="meshctl")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
 @click.pass_context
@@ -25,26 +36,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from meshctl import commands  # noqa: F401 - commands register here as they land
+    from meshctl.commands import render_node
+
+    for module in (render_node,):
+        cli.add_command(module.command)
 
 
 _register()
 
 
-def main(argv: list[str] | None = None) -> None:
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    try:
-        cli.main(args=argv, prog_name="meshctl", standalone_mode=False)
-    except MeshctlError as exc:
-        if debug:
-            raise
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+def main() -> None:
+    cli(prog_name="meshctl")

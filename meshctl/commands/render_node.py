@@ -1,0 +1,75 @@
+"""meshctl render-node: preview the slurm.conf and gres.conf lines for a machine's saved outputs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from meshctl import hardware
+from meshctl.errors import UsageError
+
+
+def _read(stream) -> str | None:
+    """The file's text, less leading ``# `` note lines (real outputs never start with them)."""
+    if stream is None:
+        return None
+    lines = stream.read().splitlines()
+    while lines and lines[0].startswith("# "):
+        lines.pop(0)
+    return "\n".join(lines) + "\n"
+
+
+@click.command("render-node")
+@click.option("--lscpu", type=click.File("r"), required=True, help="Output of `LC_ALL=C lscpu` ('-' for stdin).")
+@click.option("--free", type=click.File("r"), required=True, help="Output of `free -m` ('-' for stdin).")
+@click.option("--nvidia-smi", "nvidia_smi", type=click.File("r"), help="Output of `nvidia-smi -L` or --query-gpu CSV.")
+@click.option("--slurmd-c", "slurmd_c", type=click.File("r"), help="Output of `slurmd -C`; wins over lscpu.")
+@click.option("--dev-nvidia", "dev_nvidia", type=click.File("r"), help="Output of `ls -l /dev/nvidia*`.")
+@click.option("--name", help="Node name (default: from slurmd -C, else 'node').")
+@click.option("--addr", help="The node's mesh (tailnet) IPv4, written as NodeAddr.")
+@click.option("--provider", default="generic", show_default=True, help="Provider, written as a Feature tag.")
+@click.option("--reserve-mb", type=click.IntRange(min=0), help="Memory kept back for the OS (default: 5%, >= 1024).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider, reserve_mb, as_json) -> None:
+    """Print the NodeName= line and gres.conf lines meshctl would write for a machine."""
+    if lscpu is not None and slurmd_c is not None and lscpu is slurmd_c:
+        raise UsageError("--lscpu and --slurmd-c cannot both read stdin")
+    texts = {"lscpu": _read(lscpu), "free": _read(free), "nvidia_smi": _read(nvidia_smi), "slurmd_c": _read(slurmd_c)}
+    dev_text = _read(dev_nvidia)
+    device_files = hardware.mesh_hw().parse_dev_listing(dev_text) if dev_text is not None else None
+    hw = hardware.facts_from_outputs(reserve_mb=reserve_mb, device_files=device_files, **texts)
+    if name is None:
+        name = "node"
+        if texts["slurmd_c"]:
+            name = (hardware.mesh_hw().parse_slurmd_c(texts["slurmd_c"]).get("node_name") or name).lower()
+    hardware.check_name(name)
+    if addr is not None:
+        addr = hardware.check_address(addr)
+    lines = hardware.render_node(name, addr, provider, hw)
+    if as_json:
+        out = {
+            "name": name,
+            **{k: hw[k] for k in ("sockets", "cores_per_socket", "threads_per_core", "cpus", "real_memory_mb")},
+            "memory_total_mb": hw["memory_total_mb"],
+            "topology_source": hw["topology_source"],
+            "gpu_status": hw["gpu_status"],
+            "gpus": [
+                {k: g.get(k) for k in ("index", "model", "type", "file", "uuid", "memory_mb")} for g in hw["gpus"]
+            ],
+            **lines,
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo("# slurm.conf")
+    click.echo(lines["node_line"])
+    click.echo("# gres.conf")
+    for line in lines["gres_lines"]:
+        click.echo(line)
+    if hw["gpu_status"] == "failed":
+        click.echo(f"# note: nvidia-smi failed ({hw['gpu_error']}); no GPUs written", err=True)
+    for gpu in hw["gpus"]:
+        if gpu["file"] is None:
+            click.echo(f"# note: GPU {gpu['index']} has no /dev/nvidiaN file; left out of gres.conf", err=True)
+    if hw["topology_adjusted"]:
+        click.echo("# note: lscpu's counts did not multiply out to CPU(s) (hybrid cores?); pass --slurmd-c", err=True)

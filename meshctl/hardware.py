@@ -1,0 +1,90 @@
+"""Hardware facts to Slurm lines, exactly as the roles compute them.
+
+The parsers are the ones the ``mesh_hw_facts`` module runs on nodes
+(``roles/mesh_facts/module_utils/mesh_hw.py``, loaded here by path so there is one copy), and
+the lines come from the slurm role's own Jinja snippets (``node_line.j2``, ``gres_lines.j2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from functools import cache
+from types import ModuleType
+
+import jinja2
+import netaddr
+
+from meshctl import resources
+from meshctl.errors import ParseError, UsageError
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@cache
+def mesh_hw() -> ModuleType:
+    path = resources.roles_dir() / "mesh_facts" / "module_utils" / "mesh_hw.py"
+    spec = importlib.util.spec_from_file_location("meshctl._mesh_hw", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resources.roles_dir() / "slurm" / "templates")),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,  # as Ansible's template module
+        keep_trailing_newline=True,
+    )
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"node name {name!r} is not valid for Slurm and Tailscale",
+            hint="use lowercase letters, digits and hyphens, at most 63, not starting or ending with a hyphen",
+        )
+    return name
+
+
+def check_address(addr: str) -> str:
+    try:
+        return str(netaddr.IPAddress(addr, version=4))
+    except (netaddr.AddrFormatError, ValueError):
+        raise UsageError(
+            f"{addr!r} is not an IPv4 address", hint="pass the node's tailnet IPv4, e.g. 100.101.1.7"
+        ) from None
+
+
+def facts_from_outputs(
+    lscpu: str | None,
+    free: str | None,
+    slurmd_c: str | None = None,
+    nvidia_smi: str | None = None,
+    reserve_mb: int | None = None,
+    device_files: list[str] | None = None,
+) -> dict:
+    hw = mesh_hw()
+    try:
+        return hw.node_facts(
+            lscpu=lscpu,
+            free=free,
+            slurmd_c=slurmd_c,
+            nvidia_smi=nvidia_smi,
+            device_files=device_files,
+            reserve_mb=reserve_mb,
+        )
+    except hw.HwParseError as exc:
+        raise ParseError(str(exc), hint="pass the unedited output of the command named") from None
+
+
+def render_node(name: str, addr: str | None, provider: str | None, hw: dict) -> dict:
+    node = {"name": name, "addr": addr, "provider": provider, "hw": hw}
+    env = _templates()
+    node_line = env.get_template("node_line.j2").render(node=node).strip()
+    gres_lines = [line for line in env.get_template("gres_lines.j2").render(node=node).splitlines() if line.strip()]
+    return {"node_line": node_line, "gres_lines": gres_lines}

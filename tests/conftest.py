@@ -1,0 +1,24 @@
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+
+
+def fixture_text(relative: str) -> str:
+    """A fixture's verbatim output: its leading '# ' note lines removed (see fixtures/README.md)."""
+    lines = (FIXTURES / relative).read_text().splitlines()
+    while lines and lines[0].startswith("# "):
+        lines.pop(0)
+    return "\n".join(lines) + "\n"
+
+
+def fixtures_in(folder: str) -> list[str]:
+    return sorted(f"{folder}/{p.name}" for p in (FIXTURES / folder).glob("*.txt"))
+
+
+@pytest.fixture(scope="session")
+def hw():
+    from meshctl.hardware import mesh_hw
+
+    return mesh_hw()
