@@ -1,0 +1,74 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""Filters for Slurm version decisions (pure functions, unit-tested)."""
+
+from __future__ import annotations
+
+import re
+
+# Major releases in order. Unknown (newer) majors sort in by number.
+KNOWN_MAJORS = (
+    "17.02", "17.11", "18.08", "19.05", "20.02", "20.11", "21.08", "22.05",
+    "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05",
+)  # fmt: skip
+
+
+def slurm_major(version):
+    """'22.05.8-4+deb12u3' -> '22.05'; None when no version."""
+    match = re.match(r"^\s*(\d+)\.(\d+)", str(version or ""))
+    return f"{int(match.group(1))}.{int(match.group(2)):02d}" if match else None
+
+
+def _window(controller_major):
+    """How many older majors a slurmctld accepts: three from 24.11 on, two before."""
+    return 3 if tuple(map(int, controller_major.split("."))) >= (24, 11) else 2
+
+
+def slurm_version_problems(versions, controller):
+    """Problems with mixing these versions, one message each; [] when the mesh is fine.
+
+    ``versions`` maps host -> Slurm version (installed, or the one apt would install);
+    ``controller`` names the slurmctld host.
+    """
+    majors = {host: slurm_major(v) for host, v in versions.items()}
+    missing = sorted(h for h, m in majors.items() if m is None)
+    if missing:
+        return [f"no Slurm package is available on {', '.join(missing)}: enable the distribution's repository"]
+    ctl = majors.get(controller)
+    if ctl is None:
+        return [f"controller {controller} reported no Slurm version"]
+    order = sorted(set(KNOWN_MAJORS) | set(majors.values()), key=lambda m: tuple(map(int, m.split("."))))
+    problems = []
+    for host in sorted(majors):
+        major = majors[host]
+        distance = order.index(ctl) - order.index(major)
+        if distance < 0:
+            problems.append(
+                f"{host} has slurmd {versions[host]}, newer than slurmctld {versions[controller]} on {controller}: "
+                f"upgrade the controller first or pin {host} to {ctl}"
+            )
+        elif distance > _window(ctl):
+            problems.append(
+                f"{host} has slurmd {versions[host]}, {distance} major releases older than slurmctld "
+                f"{versions[controller]} on {controller} (at most {_window(ctl)} supported): upgrade {host}"
+            )
+    return problems
+
+
+def apt_policy_version(text):
+    """Installed version from `apt-cache policy PKG`, else the candidate; None when neither."""
+    installed = re.search(r"Installed:\s*(\S+)", text or "")
+    if installed and installed.group(1) != "(none)":
+        return installed.group(1)
+    candidate = re.search(r"Candidate:\s*(\S+)", text or "")
+    if candidate and candidate.group(1) != "(none)":
+        return candidate.group(1)
+    return None
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "slurm_major": slurm_major,
+            "slurm_version_problems": slurm_version_problems,
+            "apt_policy_version": apt_policy_version,
+        }
