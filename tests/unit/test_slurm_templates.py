@@ -1,0 +1,125 @@
+"""The slurm role's templates rendered from fact sets, checked line by line."""
+
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from tests.conftest import fixture_text
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
+
+
+def comment(text):  # the part of Ansible's `comment` filter these templates use
+    return "#\n" + "\n".join(f"# {line}" for line in text.splitlines()) + "\n#"
+
+
+@pytest.fixture
+def render():
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined, trim_blocks=True
+    )
+    env.filters["comment"] = comment
+
+    def _render(name, **variables):
+        text = env.get_template(name).render(ansible_managed="Ansible managed", **variables)
+        return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+    return _render
+
+
+@pytest.fixture
+def mesh(hw):
+    def facts(lscpu, free, smi=None):
+        return hw.node_facts(
+            lscpu=fixture_text(lscpu), free=fixture_text(free), nvidia_smi=fixture_text(smi) if smi else None
+        )
+
+    hostvars = {
+        "desk": {
+            "mesh_address": "100.101.1.10",
+            "mesh_provider": "local",
+            "mesh_hw": facts("lscpu/desktop-amd-ryzen9-5950x-smt.txt", "free/procps4-64gb-workstation-no-swap.txt"),
+        },
+        "ps-a6000": {
+            "mesh_address": "100.101.1.11",
+            "mesh_provider": "paperspace",
+            "mesh_hw": facts(
+                "lscpu/gcp-tpu-vm-amd-epyc-9b14-kvm-smt.txt",
+                "free/procps4-32gb-proxmox.txt",
+                "nvidia-smi-L/4x-rtx-3090.txt",
+            ),
+        },
+    }
+    return hostvars
+
+
+def common(hostvars, gpu_nodes):
+    return {
+        "hostvars": hostvars,
+        "slurm_nodes": sorted(hostvars),
+        "slurm_gpu_nodes": gpu_nodes,
+        "slurm_partition_name": "main",
+        "slurm_gpu_partition_name": "gpu",
+        "slurm_conf_dir": "/etc/slurm",
+    }
+
+
+def test_nodes_conf(render, mesh):
+    lines = render("nodes.conf.j2", **common(mesh, ["ps-a6000"]))
+    assert lines == [
+        "NodeName=desk NodeAddr=100.101.1.10 CPUs=32 Sockets=1 CoresPerSocket=16 ThreadsPerCore=2 RealMemory=60964"
+        " Feature=local State=UNKNOWN",
+        "NodeName=ps-a6000 NodeAddr=100.101.1.11 CPUs=44 Sockets=1 CoresPerSocket=22 ThreadsPerCore=2"
+        " RealMemory=30368 Gres=gpu:geforce_rtx_3090:4 Feature=geforce_rtx_3090,paperspace State=UNKNOWN",
+        "PartitionName=main Nodes=desk,ps-a6000 Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=gpu Nodes=ps-a6000 MaxTime=INFINITE State=UP",
+    ]
+
+
+def test_no_gpu_partition_without_gpus(render, mesh):
+    del mesh["ps-a6000"]
+    lines = render("nodes.conf.j2", **common(mesh, []))
+    assert not any(line.startswith("PartitionName=gpu") for line in lines)
+
+
+def test_gres_conf(render, mesh):
+    lines = render("gres.conf.j2", **common(mesh, ["ps-a6000"]))
+    assert lines == [f"NodeName=ps-a6000 Name=gpu Type=geforce_rtx_3090 File=/dev/nvidia{i}" for i in range(4)]
+
+
+def slurm_conf(render, mesh, gpu_nodes, **extra):
+    variables = {
+        **common(mesh, gpu_nodes),
+        "slurm_cluster_name": "mesh",
+        "slurm_controller": "desk",
+        "slurm_user": "slurm",
+        "slurm_state_dir": "/var/lib/slurm/slurmctld",
+        "slurm_spool_dir": "/var/lib/slurm/slurmd",
+        "slurm_log_dir": "/var/log/slurm",
+        "slurm_select_type_parameters": "CR_Core_Memory",
+        "slurm_proctrack": "proctrack/cgroup",
+        "slurm_task": "task/cgroup,task/affinity",
+        "slurm_return_to_service": 2,
+        "slurm_config_extra": {},
+        **extra,
+    }
+    return render("slurm.conf.j2", **variables)
+
+
+def test_slurm_conf_names_the_controller_by_mesh_address(render, mesh):
+    lines = slurm_conf(render, mesh, ["ps-a6000"])
+    assert "SlurmctldHost=desk(100.101.1.10)" in lines
+    assert not any(line.startswith("ControlMachine") for line in lines)
+    assert "SelectType=select/cons_tres" in lines
+    assert "GresTypes=gpu" in lines
+    assert lines[-1] == "Include /etc/slurm/nodes.conf"
+
+
+def test_gres_types_only_with_gpus(render, mesh):
+    assert "GresTypes=gpu" not in slurm_conf(render, mesh, [])
+
+
+def test_extra_settings_are_sorted_and_written(render, mesh):
+    lines = slurm_conf(render, mesh, [], slurm_config_extra={"MaxJobCount": 5000, "KillWait": 60})
+    assert lines.index("KillWait=60") < lines.index("MaxJobCount=5000") < lines.index("Include /etc/slurm/nodes.conf")

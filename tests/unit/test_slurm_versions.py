@@ -1,0 +1,90 @@
+"""The slurm role's version filters (roles/slurm/filter_plugins/slurm_versions.py)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PLUGIN = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "filter_plugins" / "slurm_versions.py"
+
+
+@pytest.fixture(scope="module")
+def sv():
+    spec = importlib.util.spec_from_file_location("slurm_versions", PLUGIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_major(sv):
+    assert sv.slurm_major("22.05.8-4+deb12u3") == "22.05"
+    assert sv.slurm_major("24.11.5-2") == "24.11"
+    assert sv.slurm_major("23.11.4-1.2ubuntu5") == "23.11"
+    assert sv.slurm_major(None) is None
+
+
+def test_same_versions_are_fine(sv):
+    assert sv.slurm_version_problems({"head": "22.05.8-4", "cpu1": "22.05.8-4"}, "head") == []
+
+
+def test_two_older_majors_are_fine_before_24_11(sv):
+    # 21.08 (Ubuntu 22.04) and 23.02 nodes under a 23.11 controller (Ubuntu 24.04)
+    assert sv.slurm_version_problems({"head": "23.11.4", "a": "23.02.7", "b": "22.05.8"}, "head") == []
+
+
+def test_three_older_majors_are_refused_before_24_11(sv):
+    problems = sv.slurm_version_problems({"head": "23.11.4", "old": "21.08.5"}, "head")
+    assert len(problems) == 1
+    assert "old has slurmd 21.08.5" in problems[0]
+    assert "3 major releases older" in problems[0]
+    assert "upgrade old" in problems[0]
+
+
+def test_24_11_accepts_three_older_majors(sv):
+    # Debian 13 head (24.11) with Ubuntu 24.04 nodes (23.11): 24.05, 23.11 -> distance 2
+    assert sv.slurm_version_problems({"head": "24.11.5", "n": "23.11.4"}, "head") == []
+    assert sv.slurm_version_problems({"head": "24.11.5", "n": "23.02.7"}, "head") == []
+
+
+def test_debian12_node_under_debian13_head_is_refused(sv):
+    problems = sv.slurm_version_problems({"head": "24.11.5-2", "cpu1": "22.05.8-4+deb12u3"}, "head")
+    assert problems and "cpu1" in problems[0] and "4 major releases older" in problems[0]
+
+
+def test_node_newer_than_controller_is_refused(sv):
+    problems = sv.slurm_version_problems({"head": "22.05.8", "new": "24.11.5"}, "head")
+    assert problems == [
+        "new has slurmd 24.11.5, newer than slurmctld 22.05.8 on head: upgrade the controller first or pin new to 22.05"
+    ]
+
+
+def test_unknown_future_major_sorts_in(sv):
+    assert sv.slurm_version_problems({"head": "27.05.1", "n": "27.05.1"}, "head") == []
+    assert sv.slurm_version_problems({"head": "26.05.1", "n": "27.05.0"}, "head")
+
+
+def test_missing_package_is_named(sv):
+    problems = sv.slurm_version_problems({"head": "22.05.8", "x": None}, "head")
+    assert problems == ["no Slurm package is available on x: enable the distribution's repository"]
+
+
+APT_INSTALLED = """slurmd:
+  Installed: 22.05.8-4+deb12u3
+  Candidate: 22.05.8-4+deb12u3
+  Version table:
+"""
+APT_CANDIDATE = """slurmd:
+  Installed: (none)
+  Candidate: 24.11.5-2
+"""
+APT_NONE = """slurmd:
+  Installed: (none)
+  Candidate: (none)
+"""
+
+
+def test_apt_policy(sv):
+    assert sv.apt_policy_version(APT_INSTALLED) == "22.05.8-4+deb12u3"
+    assert sv.apt_policy_version(APT_CANDIDATE) == "24.11.5-2"
+    assert sv.apt_policy_version(APT_NONE) is None
+    assert sv.apt_policy_version("") is None
