@@ -17,7 +17,7 @@ demo: venv engine
 	@echo "The local mesh is up: docker exec head systemctl is-system-running"
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine images lint unit molecule
+test: venv engine images lint unit e2e molecule
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

@@ -8,7 +8,6 @@ the lines come from the slurm role's own Jinja snippets (``node_line.j2``, ``gre
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 from functools import cache
 from types import ModuleType
@@ -18,8 +17,6 @@ import netaddr
 
 from meshctl import resources
 from meshctl.errors import ParseError, UsageError
-
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 @cache
@@ -40,15 +37,6 @@ def _templates() -> jinja2.Environment:
         trim_blocks=True,  # as Ansible's template module
         keep_trailing_newline=True,
     )
-
-
-def check_name(name: str) -> str:
-    if not NAME_RE.match(name):
-        raise UsageError(
-            f"node name {name!r} is not valid for Slurm and Tailscale",
-            hint="use lowercase letters, digits and hyphens, at most 63, not starting or ending with a hyphen",
-        )
-    return name
 
 
 def check_address(addr: str) -> str:

@@ -5,3 +5,26 @@ from __future__ import annotations
 import click
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+mesh_option = click.option(
+    "--mesh",
+    "mesh_dir",
+    envvar="MESHCTL_MESH",
+    type=click.Path(file_okay=False),
+    help="Mesh directory (default: $MESHCTL_MESH, else the current directory or a parent).",
+)
+wait_option = click.option(
+    "--wait", "wait", type=click.FloatRange(min=0), default=0, show_default=True,
+    help="Seconds to wait when another meshctl run holds the mesh.",
+)  # fmt: skip
+verbose_option = click.option("-v", "--verbose", "verbosity", count=True, help="Pass -v to Ansible (repeatable).")
+ssh_key_option = click.option(
+    "--ssh-key", type=click.Path(dir_okay=False), help="Private key for SSH (default: your ssh agent and config)."
+)
+provider_option = click.option(
+    "--provider",
+    type=click.Choice(["local", "paperspace", "lambda", "runpod", "generic"]),
+    help="Where the machine runs (default: detected from the machine).",
+)
+mesh_address_option = click.option(
+    "--mesh-address", "address", help="The node's mesh IPv4, when it is not its SSH address (before Tailscale)."
+)

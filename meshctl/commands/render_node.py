@@ -6,7 +6,7 @@ import json
 
 import click
 
-from meshctl import hardware
+from meshctl import hardware, mesh
 from meshctl.errors import UsageError
 
 
@@ -43,7 +43,7 @@ def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider,
         name = "node"
         if texts["slurmd_c"]:
             name = (hardware.mesh_hw().parse_slurmd_c(texts["slurmd_c"]).get("node_name") or name).lower()
-    hardware.check_name(name)
+    mesh.check_name(name)
     if addr is not None:
         addr = hardware.check_address(addr)
     lines = hardware.render_node(name, addr, provider, hw)

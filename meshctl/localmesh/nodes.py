@@ -13,6 +13,16 @@ from meshctl.errors import EnvironmentProblem
 NETWORK = "meshctl-demo"
 SUBNET = "100.100.20.0/24"  # inside 100.64.0.0/10, like tailnet addresses
 NODE_NAMES = ("head", "gpu1", "cpu1")
+
+
+@dataclass(frozen=True)
+class LocalMesh:
+    network: str = NETWORK
+    subnet: str = SUBNET
+    names: tuple[str, ...] = NODE_NAMES
+
+
+DEMO = LocalMesh()
 # systemd as PID 1 without --privileged (which fails on our hosts): capabilities one by one.
 CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "MKNOD", "DAC_READ_SEARCH", "SYS_PTRACE")
 
@@ -68,17 +78,17 @@ def failed_units(name: str) -> str:
     return _docker("exec", name, "systemctl", "--failed", "--no-legend", "--plain", check=False).stdout.strip()
 
 
-def up(suite: str = "bookworm", say=print) -> list[Node]:
+def up(suite: str = "bookworm", say=print, spec: LocalMesh = DEMO) -> list[Node]:
     image = f"meshctl-node:{suite}"
-    nodes = plan_nodes()
-    if _docker("network", "inspect", NETWORK, check=False).returncode != 0:
-        _docker("network", "create", "--subnet", SUBNET, NETWORK)
-        say(f"network {NETWORK} ({SUBNET}): created")
+    nodes = plan_nodes(spec.names, spec.subnet)
+    if _docker("network", "inspect", spec.network, check=False).returncode != 0:
+        _docker("network", "create", "--subnet", spec.subnet, spec.network)
+        say(f"network {spec.network} ({spec.subnet}): created")
     for node in nodes:
         if _docker("container", "inspect", node.name, check=False).returncode == 0:
             say(f"node {node.name}: already exists, kept")
             continue
-        subprocess.run(run_args(node, image), capture_output=True, text=True, check=True)
+        subprocess.run(run_args(node, image, spec.network), capture_output=True, text=True, check=True)
         say(f"node {node.name}: started at {node.address} from {image}")
     for node in nodes:
         state = wait_running(node.name)
@@ -90,8 +100,20 @@ def up(suite: str = "bookworm", say=print) -> list[Node]:
     return nodes
 
 
-def down(say=print) -> None:
-    for name in NODE_NAMES:
+def down(say=print, spec: LocalMesh = DEMO) -> None:
+    for name in spec.names:
         if _docker("rm", "-f", name, check=False).returncode == 0:
             say(f"node {name}: removed")
-    _docker("network", "rm", NETWORK, check=False)
+    _docker("network", "rm", spec.network, check=False)
+
+
+def authorize(name: str, public_key: str, user: str = "root") -> None:
+    """Put an SSH public key into a node's authorized_keys (what a cloud provider does at boot)."""
+    home = "/root" if user == "root" else f"/home/{user}"
+    script = (
+        f"set -e; id {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}; "
+        f"install -d -m 700 -o {user} -g {user} {home}/.ssh; "
+        f"printf '%s\\n' \"$KEY\" >> {home}/.ssh/authorized_keys; "
+        f"chown {user}:{user} {home}/.ssh/authorized_keys; chmod 600 {home}/.ssh/authorized_keys"
+    )
+    _docker("exec", "-e", f"KEY={public_key.strip()}", name, "sh", "-c", script)

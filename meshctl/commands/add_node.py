@@ -1,0 +1,42 @@
+"""meshctl add-node: a bare SSH-reachable machine to an idle Slurm node in one command."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import display, membership, runner
+from meshctl.mesh import Mesh
+from meshctl.options import (
+    mesh_address_option,
+    mesh_option,
+    provider_option,
+    ssh_key_option,
+    verbose_option,
+    wait_option,
+)
+
+
+@click.command("add-node")
+@click.argument("target", metavar="[USER@]HOST[:PORT]")
+@click.option("--name", help="Node name (default: the machine's hostname).")
+@provider_option
+@ssh_key_option
+@mesh_address_option
+@click.option("--dry-run", is_flag=True, help="Preflight and Ansible check mode with diff; change nothing.")
+@mesh_option
+@wait_option
+@verbose_option
+def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, verbosity) -> None:
+    """Check a machine over SSH, configure it and the head, and mark it active."""
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock(f"add-node {target}", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address)
+        display.preflight_table(plan.report)
+        what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
+        click.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")
+        membership.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
+    if dry_run:
+        click.echo(f"dry run done: nothing was changed on {plan.node.name} or in {mesh.inventory.name}")
+    else:
+        click.echo(f"{plan.node.name} is active; `meshctl status` shows the mesh")

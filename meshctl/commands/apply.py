@@ -1,0 +1,25 @@
+"""meshctl apply: converge the whole mesh."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import membership, runner
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, verbose_option, wait_option
+
+
+@click.command("apply")
+@click.option("--limit", help="Only these nodes (Ansible pattern, e.g. 'head,gpu1').")
+@click.option("--check", is_flag=True, help="Ansible check mode: report what would change.")
+@click.option("--diff", is_flag=True, help="Show file differences.")
+@mesh_option
+@wait_option
+@verbose_option
+def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
+    """Converge every node to what the inventory and facts say."""
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock("apply", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+    click.echo("check done: nothing was changed" if check else "mesh converged")

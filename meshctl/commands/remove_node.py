@@ -1,0 +1,26 @@
+"""meshctl remove-node: drain a node, wait for its jobs, take it out of Slurm and the inventory."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import membership, runner
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, verbose_option, wait_option
+
+
+@click.command("remove-node")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Cancel the node's jobs instead of waiting for them.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=3600, show_default=True,
+              help="Seconds to wait for the node's jobs.")  # fmt: skip
+@mesh_option
+@wait_option
+@verbose_option
+def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
+    """Drain NAME in Slurm, wait for its jobs, remove it from slurm.conf and the inventory."""
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock(f"remove-node {name}", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=click.echo)
+    click.echo(f"{name} removed from the mesh")

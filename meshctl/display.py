@@ -1,0 +1,37 @@
+"""Tables and lines meshctl prints (rich on a terminal, plain text otherwise)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+
+def console() -> Console:
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    if sys.stdout.isatty():
+        t = Table(title=title, title_justify="left")
+        for column in columns:
+            t.add_column(column)
+        for row in rows:
+            t.add_row(*row)
+        console().print(t)
+        return
+    click.echo(title)
+    widths = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=False)]
+    for row in [columns, *rows]:
+        click.echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+
+
+def preflight_table(report) -> None:
+    rows = [["ssh", f"{report.target.user}@{report.target.host}:{report.target.port}", "ok", ""]]
+    for check in report.result.checks:
+        mark = "ok" if check.ok else ("FAIL" if check.blocking else "warn")
+        rows.append([check.name, check.value, mark, "" if check.ok else check.hint])
+    rows.append(["provider", report.provider, "ok", ""])
+    table("Preflight", ["check", "value", "result", "what to do"], rows)

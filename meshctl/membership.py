@@ -1,0 +1,361 @@
+"""What meshctl does to a mesh: create it, add, converge, inspect and remove nodes.
+
+The CLI parses arguments and prints; these functions decide and act, raising MeshctlError
+subclasses with what went wrong and what to do. Every change to mesh.yml happens under the
+mesh lock, and a node is marked ``active`` only after its playbook run succeeded.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import getpass
+import os
+import re
+import shlex
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import netaddr
+
+from meshctl import preflight, runner, ssh
+from meshctl.errors import InventoryError, PreflightError, UsageError
+from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
+
+GROUP_VARS_ALL = """---
+# Mesh-wide settings, read by every role (see each role's README for its variables).
+# The tailnet every mesh address lies in.
+mesh_tailnet_cidr: 100.64.0.0/10
+"""
+READY_STATES = ("idle", "allocated", "mixed", "completing")
+
+
+def mesh_address_for(host: str, given: str | None) -> str:
+    """The address Slurm and NFS use: --mesh-address, else the SSH address as IPv4.
+
+    Until the node joins the tailnet (the tailscale role then reports its tailnet IP), the SSH
+    address must be one the other nodes can reach.
+    """
+    if given:
+        try:
+            return str(netaddr.IPAddress(given, version=4))
+        except (netaddr.AddrFormatError, ValueError):
+            raise UsageError(f"--mesh-address {given!r} is not an IPv4 address") from None
+    try:
+        return str(netaddr.IPAddress(host, version=4))
+    except (netaddr.AddrFormatError, ValueError):
+        pass
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except OSError:
+        raise UsageError(f"cannot resolve {host} to an IPv4 address", hint="pass --mesh-address ADDR") from None
+
+
+def node_argv(mesh: Mesh, node: Node) -> list[str]:
+    return ssh.ssh_argv(node.host, node.user, node.port, node.ssh_key, mesh.known_hosts)
+
+
+def sanitize_name(hostname: str) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", hostname.split(".")[0].lower()).strip("-")[:63]
+    return name.strip("-")
+
+
+@dataclass
+class PreflightReport:
+    target: Target
+    result: preflight.Preflight
+    provider: str
+    name: str | None = None
+
+
+def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str | None) -> PreflightReport:
+    argv = ssh.ssh_argv(target.host, target.user, target.port, ssh_key, mesh.known_hosts)
+    result = preflight.run(argv, target.user, target.host, target.port)
+    if not result.reachable:
+        what, fix = result.error
+        raise PreflightError(what, hint=fix)
+    chosen = provider or preflight.detect_provider(result.facts)
+    return PreflightReport(target, result, chosen)
+
+
+def require_passed(report: PreflightReport) -> None:
+    failed = [c for c in report.result.checks if c.blocking and not c.ok]
+    if failed:
+        first = failed[0]
+        names = ", ".join(c.name for c in failed)
+        raise PreflightError(
+            f"{report.target.user}@{report.target.host} failed preflight ({names}): {first.name} is {first.value}",
+            hint=first.hint,
+        )
+
+
+def init_mesh(
+    path: Path,
+    head: str,
+    name: str | None,
+    ssh_key: str | None,
+    provider: str | None,
+    address: str | None,
+    check: bool = True,
+) -> tuple[Mesh, Node, PreflightReport | None]:
+    mesh = Mesh(path)
+    if mesh.inventory.exists():
+        raise InventoryError(f"{mesh.path} already holds a mesh", hint="use another folder, or add nodes to this one")
+    if ssh_key and not Path(ssh_key).is_file():
+        raise UsageError(f"--ssh-key {ssh_key}: no such file")
+    report = None
+    if head == "local":
+        node = Node(
+            name=check_name(name or sanitize_name(socket.gethostname())),
+            host="127.0.0.1",
+            user=getpass.getuser(),
+            provider=provider or "local",
+            roles=["head", "compute"],
+            mesh_address=mesh_address_for("", address) if address else None,
+            connection="local",
+        )
+        if node.mesh_address is None:
+            raise UsageError("a local head needs its mesh address", hint="pass --mesh-address ADDR (its tailnet IPv4)")
+    else:
+        target = parse_target(head)
+        if check:
+            report = run_preflight(mesh, target, ssh_key, provider)
+            require_passed(report)
+        hostname = report.result.facts.get("hostname", "") if report else ""
+        node = Node(
+            name=check_name(name or sanitize_name(hostname) or "head"),
+            host=target.host,
+            user=target.user,
+            port=target.port,
+            ssh_key=str(Path(ssh_key).resolve()) if ssh_key else None,
+            provider=report.provider if report else (provider or "generic"),
+            roles=["head", "compute"],
+            mesh_address=mesh_address_for(target.host, address),
+        )
+    mesh.path.mkdir(parents=True, exist_ok=True)
+    mesh.secrets.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(mesh.secrets, 0o700)
+    (mesh.path / "group_vars").mkdir(exist_ok=True)
+    atomic_write(mesh.path / "group_vars" / "all.yml", GROUP_VARS_ALL)
+    mesh.save([node], {})
+    return mesh, node, report
+
+
+def overlay_for(nodes: list[Node]) -> dict:
+    """Inventory overlay that puts pending nodes into their role groups for one run."""
+    children: dict[str, dict] = {}
+    for node in nodes:
+        for role in node.roles:
+            children.setdefault(role, {"hosts": {}})["hosts"][node.name] = {}
+    return {"all": {"children": children}}
+
+
+def _converge(mesh: Mesh, nodes: list[Node], progress, check=False, diff=False, verbosity=0, limit=None):
+    pending = [n for n in nodes if n.state == "pending"]
+    return runner.run_playbook(
+        "site.yml",
+        mesh.inventory,
+        extra_hosts=overlay_for(pending) if pending else None,
+        limit=limit,
+        check=check,
+        diff=diff,
+        verbosity=verbosity,
+        known_hosts=mesh.known_hosts,
+        progress=progress,
+    )
+
+
+@dataclass
+class AddPlan:
+    node: Node
+    report: PreflightReport
+    resumed: bool = False
+
+
+def plan_add(
+    mesh: Mesh,
+    nodes: list[Node],
+    target_text: str,
+    name: str | None,
+    provider: str | None,
+    ssh_key: str | None,
+    address: str | None,
+) -> AddPlan:
+    """Validate everything about a new node before touching anything; raise on any problem."""
+    target = parse_target(target_text)
+    if name is not None:
+        check_name(name)
+    if ssh_key and not Path(ssh_key).is_file():
+        raise UsageError(f"--ssh-key {ssh_key}: no such file")
+    same_host = [n for n in nodes if n.host == target.host and n.port == target.port]
+    if same_host and (name is None or same_host[0].name != name or same_host[0].state == "active"):
+        existing = same_host[0]
+        raise UsageError(
+            f"{target.host}:{target.port} is already in the mesh as {existing.name} ({existing.state})",
+            hint="each machine joins once; use `meshctl apply` to converge it again",
+        )
+    if name is not None:
+        clash = next((n for n in nodes if n.name == name), None)
+        if clash is not None and not (clash.state == "pending" and clash.host == target.host):
+            raise UsageError(f"a node named {name} is already in the mesh ({clash.state})", hint="pick another --name")
+    report = run_preflight(mesh, target, ssh_key, provider)
+    require_passed(report)
+    chosen = name or sanitize_name(report.result.facts.get("hostname", ""))
+    if not chosen:
+        raise UsageError(f"{target.host} reported no usable hostname", hint="pass --name NAME")
+    check_name(chosen)
+    clash = next((n for n in nodes if n.name == chosen), None)
+    resumed = clash is not None and clash.state == "pending" and clash.host == target.host
+    if clash is not None and not resumed:
+        raise UsageError(f"a node named {chosen} is already in the mesh ({clash.state})", hint="pass --name NAME")
+    report.name = chosen
+    node = Node(
+        name=chosen,
+        host=target.host,
+        user=target.user,
+        port=target.port,
+        ssh_key=str(Path(ssh_key).resolve()) if ssh_key else None,
+        provider=report.provider,
+        roles=["compute"],
+        state="pending",
+        mesh_address=mesh_address_for(target.host, address),
+    )
+    node.validate()
+    return AddPlan(node, report, resumed)
+
+
+def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, progress, dry_run=False, verbosity=0):
+    """Run the mesh playbook with the new node; mark it (and any pending head) active on success."""
+    others = [n for n in nodes if n.name != plan.node.name]
+    everyone = [*others, plan.node]
+    retry = f"fix the problem and run `meshctl add-node {plan.node.user}@{plan.node.host}:{plan.node.port}"
+    retry += f" --name {plan.node.name}` again; the node is recorded as pending until it succeeds"
+    if dry_run:
+        # The node is not written to mesh.yml: the overlay carries its whole record.
+        overlay = overlay_for([n for n in everyone if n.state == "pending"])
+        overlay["all"]["hosts"] = {plan.node.name: plan.node.hostvars()}
+        result = runner.run_playbook(
+            "site.yml", mesh.inventory, extra_hosts=overlay, check=True, diff=True, verbosity=verbosity,
+            known_hosts=mesh.known_hosts, progress=progress,
+        )  # fmt: skip
+        runner.raise_for(result, "the dry run found a problem; nothing was changed")
+        return result
+    mesh.save(everyone, mesh_vars)
+    result = _converge(mesh, everyone, progress, verbosity=verbosity)
+    runner.raise_for(result, retry)
+    for node in everyone:
+        node.state = "active"
+    mesh.save(everyone, mesh_vars)
+    return result
+
+
+def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
+    result = _converge(mesh, nodes, progress, check=check, diff=diff, verbosity=verbosity, limit=limit)
+    runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
+    if not check and limit is None:
+        changed = False
+        for node in nodes:
+            if node.state == "pending":
+                node.state, changed = "active", True
+        if changed:
+            mesh.save(nodes, mesh_vars)
+    return result
+
+
+def _on(mesh: Mesh, node: Node, command: str, timeout: float = 60) -> ssh.SshResult:
+    if node.connection == "local":
+        import subprocess
+
+        done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout, check=False)
+        return ssh.SshResult(done.returncode, done.stdout, done.stderr)
+    if node.user != "root":
+        command = f"sudo -n sh -c {shlex.quote(command)}"
+    return ssh.run(node_argv(mesh, node), command, timeout=timeout)
+
+
+def head_of(nodes: list[Node]) -> Node:
+    heads = [n for n in nodes if "head" in n.roles]
+    if not heads:
+        raise InventoryError("the mesh has no head", hint="recreate it with `meshctl init --head ...`")
+    return heads[0]
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    ssh: bool
+    munge: str = "?"
+    daemon: str = "?"
+    slurm: str = "?"
+    gpus: str = ""
+    error: str = ""
+    healthy: bool = field(default=False)
+
+
+def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], bool]:
+    head = head_of(nodes)
+    sinfo = _on(mesh, head, "sinfo --noheader --Node --format='%N|%T|%G'", timeout=30)
+    states: dict[str, tuple[str, str]] = {}
+    if sinfo.rc == 0:
+        for line in sinfo.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 3:
+                states[parts[0]] = (parts[1], parts[2])
+
+    def one(node: Node) -> NodeStatus:
+        daemon = "slurmctld" if node is head and "compute" not in node.roles else "slurmd"
+        probe = _on(mesh, node, f"systemctl is-active munge; systemctl is-active {daemon}", timeout=30)
+        if probe.rc == 255 and not probe.stdout:
+            what, _fix = ssh.explain_failure(probe.stderr, node.user, node.host, node.port)
+            return NodeStatus(node.name, False, error=what)
+        lines = [*probe.stdout.split(), "?", "?"]
+        slurm_state, gres = states.get(node.name, ("absent", ""))
+        st = NodeStatus(node.name, True, munge=lines[0], daemon=f"{daemon} {lines[1]}", slurm=slurm_state)
+        st.gpus = "" if gres in ("(null)", "") else gres
+        base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
+        st.healthy = lines[0] == "active" and lines[1] == "active" and base in READY_STATES
+        if node.state != "active":
+            st.healthy, st.error = False, "pending: run `meshctl add-node` or `meshctl apply` to finish it"
+        return st
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        rows = list(pool.map(one, nodes))
+    return rows, all(r.healthy for r in rows) and sinfo.rc == 0
+
+
+def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):
+    node = next((n for n in nodes if n.name == name), None)
+    if node is None:
+        raise UsageError(f"no node named {name} in the mesh", hint="`meshctl status` lists the nodes")
+    if "head" in node.roles:
+        raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
+    head = head_of(nodes)
+    if node.state == "active" and "compute" in node.roles:
+        drain = _on(mesh, head, f"scontrol update NodeName={name} State=DRAIN Reason='meshctl remove-node'")
+        if drain.rc != 0 and "Invalid node name" not in drain.stderr:
+            raise InventoryError(f"could not drain {name}: {drain.stderr.strip()}", hint="check `meshctl status`")
+        say(f"{name}: drained in Slurm")
+        if force:
+            _on(mesh, head, f"scancel --nodelist={name}")
+            say(f"{name}: --force: its jobs were cancelled")
+        deadline = time.monotonic() + timeout
+        while True:
+            jobs = _on(mesh, head, f"squeue --noheader --nodelist={name} --format=%i")
+            if jobs.rc == 0 and not jobs.stdout.strip():
+                break
+            if time.monotonic() > deadline:
+                raise InventoryError(
+                    f"{name} still runs jobs {', '.join(jobs.stdout.split())} after {timeout:.0f}s",
+                    hint="wait and run again, or pass --force to cancel them (the node stays drained)",
+                )
+            time.sleep(3)
+        say(f"{name}: no jobs left")
+    stop = _on(mesh, node, "systemctl disable --now slurmd 2>/dev/null; true", timeout=30)
+    say(f"{name}: slurmd stopped" if stop.rc == 0 else f"{name}: unreachable, slurmd left as it is")
+    remaining = [n for n in nodes if n.name != name]
+    mesh.save(remaining, mesh_vars)
+    say(f"{name}: removed from {mesh.inventory.name}")
+    result = _converge(mesh, remaining, progress)
+    runner.raise_for(result, "the node is out of the inventory; run `meshctl apply` to finish updating the others")
+    return result

@@ -1,0 +1,131 @@
+"""Checks a machine must pass, over SSH, before meshctl changes anything on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshctl import ssh
+
+# Runs on the node with /bin/sh; prints key=value lines and changes nothing.
+PROBE = r"""
+echo "uid=$(id -u)"
+if [ "$(id -u)" = 0 ]; then echo sudo=root; elif sudo -n true 2>/dev/null; then echo sudo=ok; else echo sudo=no; fi
+if [ -r /etc/os-release ]; then . /etc/os-release; fi
+echo "os_id=${ID:-unknown}"
+echo "os_like=${ID_LIKE:-}"
+echo "os_version=${VERSION_ID:-}"
+echo "os_name=${PRETTY_NAME:-unknown}"
+echo "arch=$(uname -m)"
+echo "disk_free_mb=$(df -Pm / 2>/dev/null | awk 'NR==2 {print $4}')"
+echo "pid1=$(cat /proc/1/comm 2>/dev/null)"
+if [ -c /dev/net/tun ]; then echo tun=yes; else echo tun=no; fi
+echo "python3=$(command -v python3 || true)"
+echo "hostname=$(hostname 2>/dev/null)"
+echo "dmi=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr '\n' ' ')"
+if env | grep -q '^RUNPOD_' || { [ -r /proc/1/environ ] && tr '\0' '\n' </proc/1/environ | grep -q '^RUNPOD_'; }; then
+  echo runpod=yes
+fi
+"""
+
+SUPPORTED_OS = ("debian", "ubuntu")
+SUPPORTED_ARCH = ("x86_64", "aarch64")
+MIN_DISK_MB = 2048
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: str
+    ok: bool
+    hint: str = ""
+    blocking: bool = True
+
+
+def parse_probe(text: str) -> dict[str, str]:
+    facts = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.isidentifier():
+            facts[key] = value.strip()
+    return facts
+
+
+def detect_provider(facts: dict[str, str]) -> str:
+    """Best effort from what the machine says about itself; --provider overrides."""
+    if facts.get("runpod") == "yes":
+        return "runpod"
+    words = f"{facts.get('dmi', '')} {facts.get('hostname', '')}".lower()
+    if "paperspace" in words:
+        return "paperspace"
+    if "lambda" in words:
+        return "lambda"
+    return "generic"
+
+
+def evaluate(facts: dict[str, str], user: str) -> list[Check]:
+    checks = []
+    sudo = facts.get("sudo", "no")
+    checks.append(
+        Check(
+            "root or sudo",
+            {"root": "root", "ok": "passwordless sudo"}.get(sudo, "no passwordless sudo"),
+            sudo in ("root", "ok"),
+            f"give {user} passwordless sudo: echo '{user} ALL=(ALL) NOPASSWD:ALL' | sudo tee /etc/sudoers.d/meshctl",
+        )
+    )
+    os_id, os_like = facts.get("os_id", "unknown"), facts.get("os_like", "")
+    checks.append(
+        Check(
+            "Debian or Ubuntu",
+            facts.get("os_name", os_id),
+            os_id in SUPPORTED_OS or "debian" in os_like.split(),
+            "meshctl's roles support Debian 12/13 and Ubuntu 22.04/24.04",
+        )
+    )
+    arch = facts.get("arch", "unknown")
+    checks.append(Check("architecture", arch, arch in SUPPORTED_ARCH, f"supported: {', '.join(SUPPORTED_ARCH)}"))
+    disk = facts.get("disk_free_mb", "")
+    disk_ok = disk.isdigit() and int(disk) >= MIN_DISK_MB
+    checks.append(Check("free disk on /", f"{disk or '?'} MB", disk_ok, f"free at least {MIN_DISK_MB} MB on /"))
+    pid1 = facts.get("pid1", "?")
+    checks.append(
+        Check(
+            "systemd as PID 1",
+            pid1,
+            pid1 == "systemd",
+            "munged, slurmd and tailscaled run as systemd services; this machine (a container?) cannot host them",
+        )
+    )
+    checks.append(
+        Check(
+            "/dev/net/tun",
+            facts.get("tun", "?"),
+            facts.get("tun") == "yes",
+            "without TUN Tailscale runs in userspace mode: reachable, but Slurm, NFS and NCCL cannot reach out",
+            blocking=False,
+        )
+    )
+    checks.append(
+        Check("python3", facts.get("python3") or "missing", bool(facts.get("python3")), "apt-get install python3")
+    )
+    return checks
+
+
+@dataclass
+class Preflight:
+    reachable: bool
+    checks: list[Check]
+    facts: dict[str, str]
+    error: tuple[str, str] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.reachable and all(c.ok for c in self.checks if c.blocking)
+
+
+def run(argv: list[str], user: str, host: str, port: int) -> Preflight:
+    result = ssh.run(argv, "/bin/sh -s", stdin=PROBE, timeout=ssh.CONNECT_TIMEOUT + 30)
+    if result.rc == 255:
+        return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port))
+    facts = parse_probe(result.stdout)
+    return Preflight(True, evaluate(facts, user), facts)

@@ -1,0 +1,242 @@
+"""Run playbooks with ansible-runner: a fresh private data dir per run, live progress, failures named.
+
+Secrets never travel as extravars or command-line arguments: roles read them from the mesh's
+``secrets/`` folder by path. The private data dir (0700) holds ansible-runner's artifacts for the
+run only and is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+import yaml
+
+from meshctl import resources
+from meshctl.errors import PlaybookError
+
+
+@dataclass
+class Failure:
+    host: str
+    task: str
+    message: str
+
+
+@dataclass
+class RunResult:
+    status: str
+    rc: int
+    failures: list[Failure] = field(default_factory=list)
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    changed: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+
+def _message(res: dict) -> str:
+    for key in ("msg", "stderr", "module_stderr", "stdout"):
+        value = res.get(key)
+        if value:
+            return str(value).strip().splitlines()[-1][:500] if key != "msg" else str(value)[:800]
+    return "failed (no message)"
+
+
+def diff_lines(diff) -> list[str]:
+    """Unified diff lines from a task result's ``diff`` (a dict or a list of them)."""
+    lines: list[str] = []
+    for item in diff if isinstance(diff, list) else [diff] if diff else []:
+        if not isinstance(item, dict):
+            continue
+        if "prepared" in item:
+            lines += str(item["prepared"]).splitlines()
+            continue
+        before, after = item.get("before", ""), item.get("after", "")
+        if not isinstance(before, str) or not isinstance(after, str) or before == after:
+            continue
+        lines += difflib.unified_diff(
+            before.splitlines(),
+            after.splitlines(),
+            fromfile=str(item.get("before_header", "before")),
+            tofile=str(item.get("after_header", "after")),
+            lineterm="",
+        )
+    return lines
+
+
+class Progress:
+    """Turns runner events into what the user sees: live on a terminal, plain lines otherwise."""
+
+    def __init__(self, out=None, live: bool | None = None) -> None:
+        self.out = out or sys.stdout
+        self.live = self.out.isatty() if live is None else live
+        self.play = ""
+        self.task = ""
+        self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.failures: list[Failure] = []
+        self.changed: dict[str, list[str]] = defaultdict(list)
+        self._rich = None
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._console = Console(file=self.out)
+            self._rich = Live(self._render(), console=self._console, refresh_per_second=4, transient=True)
+            self._rich.start()
+
+    def _render(self):
+        from rich.table import Table
+
+        table = Table(title=f"{self.play}\n[dim]{self.task}[/dim]", title_justify="left", expand=False)
+        for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+            table.add_column(column, justify="right" if column != "host" else "left")
+        for host in sorted(self.counts):
+            c = self.counts[host]
+            table.add_row(host, *(str(c[k]) for k in ("ok", "changed", "failed", "unreachable", "skipped")))
+        return table
+
+    def _say(self, line: str) -> None:
+        if self._rich is not None:
+            self._rich.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.out, flush=True)
+
+    def event(self, event: dict) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        host = data.get("host", "")
+        if kind == "playbook_on_play_start":
+            self.play = f"PLAY {data.get('play', '')}"
+            self._say(self.play)
+        elif kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+            if not self.live:
+                self._say(f"  TASK {self.task}")
+        elif kind == "runner_on_ok":
+            res = data.get("res", {})
+            if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
+                self._say(f"    {host}: {res['msg']}")
+            for text in diff_lines(res.get("diff")):
+                self._say(text)
+            changed = bool(res.get("changed"))
+            self.counts[host]["changed" if changed else "ok"] += 1
+            if changed:
+                self.changed[host].append(data.get("task", ""))
+                if not self.live:
+                    self._say(f"    changed: {host}")
+        elif kind == "runner_on_skipped":
+            self.counts[host]["skipped"] += 1
+        elif kind in ("runner_on_failed", "runner_on_unreachable"):
+            if kind == "runner_on_failed" and data.get("ignore_errors"):
+                return True
+            key = "failed" if kind == "runner_on_failed" else "unreachable"
+            self.counts[host][key] += 1
+            failure = Failure(host, data.get("task", ""), _message(data.get("res", {})))
+            self.failures.append(failure)
+            self._say(f"    {key}: {host}: {failure.task}: {failure.message}")
+        if self._rich is not None:
+            self._rich.update(self._render())
+        return True
+
+    def close(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def recap(self) -> None:
+        rows = [
+            f"{host:<20} ok={c['ok']:<4} changed={c['changed']:<4} failed={c['failed']:<3} "
+            f"unreachable={c['unreachable']:<3} skipped={c['skipped']}"
+            for host, c in sorted(self.counts.items())
+        ]
+        if self.live:
+            from rich.table import Table
+
+            table = Table(title="Recap", title_justify="left")
+            for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+                table.add_column(column)
+            for host, c in sorted(self.counts.items()):
+                table.add_row(host, *(str(c[k]) for k in ("ok", "changed", "failed", "unreachable", "skipped")))
+            self._console.print(table)
+        else:
+            print("RECAP", file=self.out)
+            for row in rows:
+                print(f"  {row}", file=self.out)
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    extra_hosts: dict | None = None,
+    limit: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    verbosity: int = 0,
+    known_hosts: Path | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run one of meshctl's playbooks against the mesh inventory (plus an overlay of extra hosts)."""
+    private = Path(tempfile.mkdtemp(prefix="meshctl-run-"))
+    os.chmod(private, 0o700)
+    progress = progress or Progress()
+    try:
+        sources = [str(inventory)]
+        if extra_hosts:
+            overlay = private / "overlay.yml"
+            overlay.write_text(yaml.safe_dump(extra_hosts))
+            sources.append(str(overlay))
+        cmdline = []
+        if check:
+            cmdline.append("--check")
+        if diff:
+            cmdline.append("--diff")
+        ssh_args = "-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking=accept-new"
+        if known_hosts:
+            ssh_args += f" -o UserKnownHostsFile={known_hosts}"
+        envvars = {
+            "ANSIBLE_ROLES_PATH": str(resources.roles_dir()),
+            "ANSIBLE_SSH_ARGS": ssh_args,
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        }
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(private),
+                playbook=str(resources.playbook(playbook)),
+                inventory=sources,
+                envvars=envvars,
+                limit=limit,
+                cmdline=" ".join(cmdline) or None,
+                verbosity=verbosity or None,
+                quiet=True,
+                suppress_env_files=True,
+                event_handler=progress.event,
+            )
+        finally:
+            progress.close()
+        progress.recap()
+        stats = {h: dict(c) for h, c in progress.counts.items()}
+        return RunResult(runner.status, runner.rc, progress.failures, stats, dict(progress.changed))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def raise_for(result: RunResult, retry: str) -> None:
+    if result.ok:
+        return
+    if result.failures:
+        first = result.failures[0]
+        where = f"task '{first.task}' on {first.host}: {first.message}"
+        others = f" (and {len(result.failures) - 1} more failures above)" if len(result.failures) > 1 else ""
+        raise PlaybookError(f"Ansible failed at {where}{others}", hint=retry)
+    raise PlaybookError(f"Ansible run ended {result.status} (rc={result.rc})", hint=retry)

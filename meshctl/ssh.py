@@ -1,0 +1,66 @@
+"""Plain SSH to nodes (preflight, status, drain): OpenSSH with batch mode and the mesh's known_hosts."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+CONNECT_TIMEOUT = 10
+
+
+@dataclass(frozen=True)
+class SshResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def ssh_argv(
+    host: str, user: str, port: int, key: str | None, known_hosts: Path, timeout: int = CONNECT_TIMEOUT
+) -> list[str]:
+    argv = [
+        "ssh",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={timeout}",
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-o", "LogLevel=ERROR",
+        "-p", str(port),
+    ]  # fmt: skip
+    if key:
+        argv += ["-i", key, "-o", "IdentitiesOnly=yes"]
+    return [*argv, f"{user}@{host}"]
+
+
+def run(argv: list[str], command: str, stdin: str | None = None, timeout: float = 60) -> SshResult:
+    try:
+        result = subprocess.run(
+            [*argv, command], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return SshResult(255, "", f"no answer within {timeout:.0f}s")
+    return SshResult(result.returncode, result.stdout, result.stderr)
+
+
+def explain_failure(stderr: str, user: str, host: str, port: int) -> tuple[str, str]:
+    """(what went wrong, what to do) for an SSH connection that failed (rc 255)."""
+    text = stderr.strip()
+    low = text.lower()
+    if "connection refused" in low:
+        return (f"{host}:{port} refused the connection", f"check that sshd listens on port {port} of {host}")
+    if "timed out" in low or "no answer" in low or "no route" in low:
+        return (f"{host}:{port} did not answer", "check the address, the port and any firewall in between")
+    if "could not resolve" in low or "name or service not known" in low:
+        return (f"cannot resolve {host}", "use an IP address or a name this machine can resolve")
+    if "permission denied" in low:
+        return (
+            f"{user}@{host} did not accept the SSH key",
+            f"add your public key to ~{user}/.ssh/authorized_keys on {host}, or pass --ssh-key FILE",
+        )
+    if "host key verification failed" in low or "remote host identification has changed" in low:
+        return (
+            f"{host}'s host key differs from the one recorded",
+            "if the machine was rebuilt, remove its line from the mesh's known_hosts and retry",
+        )
+    return (f"SSH to {user}@{host}:{port} failed: {text[-300:]}", "check that `ssh` to this machine works by hand")

@@ -1,0 +1,155 @@
+"""The real meshctl CLI over real SSH against Docker nodes running systemd.
+
+Needs a Docker engine and the meshctl-node:bookworm image (`make images`); run with
+`pytest -m e2e`. The nodes are e2e-head, e2e-n1, e2e-n2 on network meshctl-e2e.
+"""
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from meshctl.localmesh import nodes
+
+pytestmark = pytest.mark.e2e
+
+SPEC = nodes.LocalMesh("meshctl-e2e", "100.100.30.0/24", ("e2e-head", "e2e-n1", "e2e-n2"))
+HEAD, N1, N2 = "100.100.30.10", "100.100.30.11", "100.100.30.12"
+
+
+class Bed:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.mesh = root / "mesh"
+        self.key = root / "id_ed25519"
+        self.wrong_key = root / "wrong_ed25519"
+
+    def meshctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "meshctl", *args],
+            cwd=self.mesh if self.mesh.exists() else self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def on_head(self, command: str) -> str:
+        argv = ["ssh", "-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{HEAD}", command]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
+
+    def digest(self) -> str:
+        return hashlib.sha256((self.mesh / "mesh.yml").read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
+        pytest.skip("no Docker engine (run `make engine images`)")
+    nodes.down(say=lambda _m: None, spec=SPEC)
+    bed = Bed(tmp_path_factory.mktemp("e2e"))
+    for key in (bed.key, bed.wrong_key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    nodes.up("bookworm", say=lambda _m: None, spec=SPEC)
+    public = bed.key.with_suffix(".pub").read_text()
+    for name in SPEC.names:
+        nodes.authorize(name, public)
+    nodes.authorize("e2e-n2", public, user="nosudo")  # a user without sudo
+    yield bed
+    nodes.down(say=lambda _m: None, spec=SPEC)
+
+
+def test_init_records_the_head_after_preflight(bed):
+    result = bed.meshctl("init", str(bed.mesh), "--head", f"root@{HEAD}", "--ssh-key", str(bed.key),
+                         "--provider", "local")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Debian GNU/Linux 12" in result.stdout
+    assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
+    listed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "e2e-head" in listed
+
+
+def test_add_node_makes_it_idle(bed):
+    result = bed.meshctl("add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(bed.key), "--provider", "local")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    sinfo = bed.on_head("sinfo --noheader --Node --format='%N %T'")
+    assert sorted(set(sinfo.split("\n")) - {""}) == ["e2e-head idle", "n1 idle"]
+    assert "meshctl_state: active" in (bed.mesh / "mesh.yml").read_text()
+    key = bed.mesh / "secrets" / "munge.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+
+
+def test_status_is_healthy(bed):
+    result = bed.meshctl("status", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"healthy": true' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ((f"root@{N2}:2222", "--ssh-key", "{key}"), 4, "refused the connection"),
+        ((f"root@{N2}", "--ssh-key", "{wrong_key}"), 4, "did not accept the SSH key"),
+        ((f"nosudo@{N2}", "--ssh-key", "{key}"), 4, "passwordless sudo"),
+        ((f"root@{N2}", "--ssh-key", "{key}", "--name", "n1"), 2, "already in the mesh"),
+        ((f"root@{N2}", "--ssh-key", "{key}", "--name", "Bad_Name"), 2, "not valid for Slurm and Tailscale"),
+        ((f"root@{N1}", "--ssh-key", "{key}", "--name", "again"), 2, "already in the mesh as n1"),
+    ],
+    ids=["closed-port", "wrong-key", "no-sudo", "duplicate-name", "invalid-name", "same-machine"],
+)
+def test_bad_add_node_leaves_mesh_yml_unchanged(bed, args, code, message):
+    before = bed.digest()
+    args = [a.format(key=bed.key, wrong_key=bed.wrong_key) for a in args]
+    result = bed.meshctl("add-node", *args)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "fix:" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert bed.digest() == before
+
+
+def test_corrupt_mesh_yml_is_refused_untouched(bed):
+    inventory = bed.mesh / "mesh.yml"
+    good = inventory.read_bytes()
+    inventory.write_text("all: [not, closed\n")
+    try:
+        result = bed.meshctl("add-node", f"root@{N2}", "--ssh-key", str(bed.key))
+        assert result.returncode == 3
+        assert "not valid YAML" in result.stderr and "mesh.yml.bak" in result.stderr
+        assert inventory.read_text() == "all: [not, closed\n"
+    finally:
+        inventory.write_bytes(good)
+
+
+def test_dry_run_changes_nothing(bed):
+    before = bed.digest()
+    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--dry-run")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "+NodeName=n2 NodeAddr=100.100.30.12" in result.stdout  # the head's diff
+    assert bed.digest() == before
+    probe = subprocess.run(["docker", "exec", "e2e-n2", "sh", "-c", "dpkg -s munge slurmd; ls /etc/slurm"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert probe.returncode != 0
+    assert "is not installed" in probe.stderr
+
+
+def test_remove_node_waits_for_jobs_and_removes(bed):
+    job = bed.on_head("sbatch --parsable -w n1 --wrap 'sleep 15'").strip()
+    for _ in range(30):
+        if bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING":
+            break
+        time.sleep(1)
+    result = bed.meshctl("remove-node", "n1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert "drained" in result.stdout
+    assert "JobState=COMPLETED" in bed.on_head(f"scontrol show job {job}")  # waited, not killed
+    assert "n1" not in (bed.mesh / "mesh.yml").read_text()
+    assert "n1" not in bed.on_head("sinfo --noheader --Node --format=%N")
