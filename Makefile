@@ -14,7 +14,7 @@ SUITES ?= bookworm trixie
 demo: venv engine
 	@$(T) images python -m meshctl.localmesh images --suite bookworm
 	@$(T) nodes python -m meshctl.localmesh up --suite bookworm
-	@echo "The local mesh is up: docker exec head systemctl is-system-running"
+	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
 test: venv engine images lint unit e2e molecule
@@ -46,6 +46,7 @@ molecule: images
 
 demo-down: venv
 	python -m meshctl.localmesh down
+	rm -rf .demo
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

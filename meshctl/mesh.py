@@ -185,7 +185,10 @@ def from_inventory(data: object) -> tuple[list[Node], dict]:
         raise InventoryError("mesh.yml: all.hosts must be a mapping")
     nodes = [Node.from_hostvars(name, hv) for name, hv in hosts.items()]
     for node in nodes:
-        node.validate()
+        try:
+            node.validate()
+        except UsageError as exc:
+            raise InventoryError(exc.message, hint=exc.hint) from None
     heads = [n.name for n in nodes if "head" in n.roles]
     if len(heads) > 1:
         raise InventoryError(f"mesh.yml names {len(heads)} heads ({', '.join(heads)}); a mesh has one")

@@ -37,6 +37,20 @@ def up_cmd(suite: str) -> None:
     nodes.up(suite)
 
 
+@main.command("authorize")
+@click.option("--key", "key", required=True, type=click.Path(exists=True, dir_okay=False), help="Public key file.")
+@click.option("--user", default="root", show_default=True)
+@click.argument("names", nargs=-1, required=True)
+def authorize_cmd(key: str, user: str, names: tuple[str, ...]) -> None:
+    """Add a public key to the nodes' authorized_keys (once)."""
+    from pathlib import Path
+
+    public = Path(key).read_text().strip()
+    for name in names:
+        nodes.authorize(name, public, user=user)
+        click.echo(f"node {name}: key authorized for {user}")
+
+
 @main.command("down")
 def down_cmd() -> None:
     """Remove the local mesh containers and network."""

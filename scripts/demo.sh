@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# make demo, after the engine, images and node containers are up: the real meshctl path.
+# meshctl init with the head container as head, add-node for gpu1 and cpu1 over SSH, status,
+# and Slurm jobs across all nodes. Safe to run again: an existing demo mesh is converged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEMO=.demo
+MESH=$DEMO/mesh
+KEY=$DEMO/id_ed25519
+HEAD=100.100.20.10 GPU1=100.100.20.11 CPU1=100.100.20.12
+FIXTURES=../shared/fixtures
+SSH=(ssh -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o "UserKnownHostsFile=$MESH/known_hosts" -o LogLevel=ERROR)
+
+mkdir -p "$DEMO"; chmod 700 "$DEMO"
+[ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C meshctl-demo -f "$KEY"
+echo "==> Giving the demo nodes the demo SSH key (what a cloud provider does at boot)"
+python -m meshctl.localmesh authorize --key "$KEY.pub" head gpu1 cpu1
+
+# gpu1 gets simulated GPUs: the stand-in nvidia-smi from molecule/resources (a test double,
+# printing a real 2-GPU output from the fixtures) and /dev/nvidia0, /dev/nvidia1, /dev/nvidiactl.
+if [ -d "$FIXTURES" ]; then
+  echo "==> Simulating two GPUs on gpu1"
+  docker exec gpu1 mkdir -p /usr/local/share/meshctl-test
+  sed '/^# /d' "$FIXTURES/nvidia-smi-query/2x-mixed-rtx-a5000-rtx4500ada-index-name-uuid-mem-driver-powerlimit.txt" \
+    | docker exec -i gpu1 sh -c 'cat > /usr/local/share/meshctl-test/nvidia-smi-query.csv'
+  sed '/^# /d' "$FIXTURES/nvidia-smi-L/2x-quadro-rtx-4000-no-nvidia-prefix.txt" \
+    | docker exec -i gpu1 sh -c 'cat > /usr/local/share/meshctl-test/nvidia-smi-L.txt'
+  docker cp molecule/resources/nvidia-smi gpu1:/usr/local/bin/nvidia-smi
+  docker exec gpu1 sh -c 'for m in 0 1; do [ -e /dev/nvidia$m ] || mknod -m 0666 /dev/nvidia$m c 195 $m; done;
+    [ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 195 255'
+else
+  echo "==> $FIXTURES not found: gpu1 joins without simulated GPUs"
+fi
+
+if [ ! -f "$MESH/mesh.yml" ]; then
+  echo "==> meshctl init $MESH --head root@$HEAD"
+  meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
+fi
+export MESHCTL_MESH=$MESH
+for node in gpu1:$GPU1 cpu1:$CPU1; do
+  name=${node%%:*} addr=${node#*:}
+  if grep -q "^    $name:" "$MESH/mesh.yml"; then
+    echo "==> $name is already in the mesh"
+  else
+    echo "==> meshctl add-node root@$addr --name $name"
+    meshctl add-node "root@$addr" --name "$name" --ssh-key "$KEY" --provider local
+  fi
+done
+echo "==> meshctl apply (converges anything left pending; changes nothing otherwise)"
+meshctl apply
+echo "==> meshctl status"
+meshctl status
+echo "==> A Slurm job across all nodes: srun -N3 hostname"
+"${SSH[@]}" "root@$HEAD" srun -N3 --label hostname | sort
+echo "==> Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES"
+"${SSH[@]}" "root@$HEAD" srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES || true
+echo "==> sinfo"
+"${SSH[@]}" "root@$HEAD" sinfo -N -o "'%N %T %c %m %G'"
+echo
+echo "The demo mesh is in $MESH. Try: MESHCTL_MESH=$MESH .venv/bin/meshctl status"
+echo "SSH to the head: ssh -i $KEY root@$HEAD   (make demo-down removes the containers)"

@@ -1,0 +1,159 @@
+"""CLI argument handling with CliRunner; SSH preflight and ansible-runner mocked."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from meshctl import membership, preflight, runner
+from meshctl.cli import cli
+from meshctl.mesh import Mesh, Node
+
+PROBE = {"sudo": "root", "os_id": "debian", "os_name": "Debian 12", "arch": "x86_64", "disk_free_mb": "9000",
+         "pid1": "systemd", "tun": "yes", "python3": "/usr/bin/python3", "hostname": "Box-7.example"}  # fmt: skip
+
+
+@pytest.fixture
+def mesh(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    m = Mesh(tmp_path / "mesh")
+    m.path.mkdir()
+    m.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
+    return m
+
+
+@pytest.fixture
+def fake_preflight(monkeypatch):
+    def run(_argv, user, host, port):
+        return preflight.Preflight(True, preflight.evaluate(PROBE, user), dict(PROBE))
+
+    monkeypatch.setattr(preflight, "run", run)
+
+
+class FakeRunner(list):
+    """Records each playbook run; its status and failures are set by the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status = "successful"
+        self.failures: list = []
+
+    def run_playbook(self, playbook, inventory, **kw):
+        self.append({"playbook": playbook, "inventory": Path(inventory).read_text(), **kw})
+        return runner.RunResult(self.status, 0 if self.status == "successful" else 2, list(self.failures))
+
+
+@pytest.fixture
+def fake_runner(monkeypatch):
+    fake = FakeRunner()
+    monkeypatch.setattr(runner, "run_playbook", fake.run_playbook)
+    return fake
+
+
+def invoke(mesh, *args):
+    return CliRunner().invoke(cli, [*args[:1], "--mesh", str(mesh.path), *args[1:]])
+
+
+def test_add_node_marks_active_after_success(mesh, fake_preflight, fake_runner):
+    result = invoke(mesh, "add-node", "root@100.64.0.9")
+    assert result.exit_code == 0, result.output
+    assert "box-7" in result.output  # name from the hostname, sanitized
+    assert "meshctl_state: pending" in fake_runner[0]["inventory"]  # pending while Ansible ran
+    assert fake_runner[0]["extra_hosts"]["all"]["children"]["compute"]["hosts"] == {"box-7": {}}
+    nodes, _ = mesh.load()
+    assert {n.name: n.state for n in nodes} == {"head": "active", "box-7": "active"}
+
+
+def test_failed_run_leaves_the_node_pending_and_says_how_to_retry(mesh, fake_preflight, fake_runner):
+    fake_runner.status = "failed"
+    fake_runner.failures = [runner.Failure("gpu", "Install the Slurm packages", "No package matching 'slurmd'")]
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "--name", "gpu")
+    assert result.exit_code == 5
+    assert "task 'Install the Slurm packages' on gpu: No package matching 'slurmd'" in result.output
+    assert "meshctl add-node root@100.64.0.9:22 --name gpu" in result.output
+    nodes, _ = mesh.load()
+    assert {n.name: n.state for n in nodes}["gpu"] == "pending"
+    fake_runner.status = "successful"
+    fake_runner.failures = []
+    assert invoke(mesh, "add-node", "root@100.64.0.9", "--name", "gpu").exit_code == 0  # resumes
+    assert {n.name: n.state for n in mesh.load()[0]}["gpu"] == "active"
+
+
+def test_dry_run_writes_nothing_and_uses_check_mode(mesh, fake_preflight, fake_runner):
+    before = mesh.inventory.read_bytes()
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "--name", "gpu", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert fake_runner[0]["check"] is True and fake_runner[0]["diff"] is True
+    assert fake_runner[0]["extra_hosts"]["all"]["hosts"]["gpu"]["ansible_host"] == "100.64.0.9"
+    assert mesh.inventory.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["root@100.64.0.9", "--name", "head"], "already in the mesh"),
+        (["root@100.64.0.1"], "already in the mesh as head"),
+        (["root@100.64.0.9", "--name", "-x"], "not valid"),
+        (["root@100.64.0.9:70000"], "not a TCP port"),
+        (["root@100.64.0.9", "--ssh-key", "/nonexistent"], "no such file"),
+    ],
+)
+def test_bad_arguments_change_nothing(mesh, fake_preflight, fake_runner, args, message):
+    before = mesh.inventory.read_bytes()
+    result = invoke(mesh, "add-node", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert fake_runner == []
+    assert mesh.inventory.read_bytes() == before
+
+
+def test_preflight_failure_exits_4(mesh, monkeypatch, fake_runner):
+    def run(_argv, user, host, port):
+        return preflight.Preflight(True, preflight.evaluate(dict(PROBE, pid1="dumb-init"), user), dict(PROBE))
+
+    monkeypatch.setattr(preflight, "run", run)
+    result = invoke(mesh, "add-node", "root@100.64.0.9")
+    assert result.exit_code == 4
+    assert "systemd as PID 1" in result.output
+    assert fake_runner == []
+
+
+def test_no_mesh_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["apply"])
+    assert result.exit_code == 3
+    assert "meshctl init" in result.output
+
+
+def test_init_refuses_an_existing_mesh(mesh):
+    result = CliRunner().invoke(cli, ["init", str(mesh.path), "--head", "root@100.64.0.1"])
+    assert result.exit_code == 3
+    assert "already holds a mesh" in result.output
+
+
+def test_init_local_head_needs_a_mesh_address(tmp_path):
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "local"])
+    assert result.exit_code == 2 and "--mesh-address" in result.output
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1",
+                                      "--name", "desk"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    nodes, _ = Mesh(tmp_path / "m").load()
+    assert (nodes[0].name, nodes[0].connection, nodes[0].roles) == ("desk", "local", ["head", "compute"])
+
+
+def test_apply_passes_options(mesh, fake_runner):
+    result = invoke(mesh, "apply", "--check", "--diff", "--limit", "head", "-vv")
+    assert result.exit_code == 0, result.output
+    call = fake_runner[0]
+    assert (call["check"], call["diff"], call["limit"], call["verbosity"]) == (True, True, "head", 2)
+
+
+def test_remove_node_refuses_the_head(mesh):
+    result = invoke(mesh, "remove-node", "head")
+    assert result.exit_code == 2 and "is the head" in result.output
+
+
+def test_sanitize_name():
+    assert membership.sanitize_name("Box_7.example.com") == "box-7"
+    assert membership.sanitize_name("desk") == "desk"

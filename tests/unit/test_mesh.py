@@ -1,0 +1,146 @@
+"""Inventory records, validation, atomic writes and the mesh lock."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meshctl.errors import InventoryError, UsageError
+from meshctl.mesh import Mesh, Node, atomic_write, check_host, parse_target, to_inventory
+
+
+def test_parse_target_forms():
+    assert parse_target("10.0.0.5") == parse_target("root@10.0.0.5:22")
+    t = parse_target("ubuntu@gpu-box.example.com:2222")
+    assert (t.user, t.host, t.port) == ("ubuntu", "gpu-box.example.com", 2222)
+    t = parse_target("root@[fd7a:115c:a1e0::1]:22")
+    assert (t.host, t.port) == ("fd7a:115c:a1e0::1", 22)
+
+
+@pytest.mark.parametrize("bad", ["root@host:0", "root@host:99999", "root@host:ssh", "Root!@host", "root@-bad-.com",
+                                 "root@300.1.1.1", "root@"])  # fmt: skip
+def test_parse_target_refuses(bad):
+    with pytest.raises(UsageError):
+        parse_target(bad)
+
+
+def test_check_host_accepts_ips_and_names():
+    assert check_host("100.101.1.7") == "100.101.1.7"
+    assert check_host("node-1.tail1234.ts.net") == "node-1.tail1234.ts.net"
+
+
+def test_inventory_groups_follow_state_and_roles():
+    nodes = [
+        Node("head", "10.0.0.1", roles=["head", "compute"], state="active", provider="local", mesh_address="10.0.0.1"),
+        Node("gpu1", "10.0.0.2", state="active", provider="runpod", mesh_address="10.0.0.2"),
+        Node("new", "10.0.0.3", state="pending", mesh_address="10.0.0.3"),
+    ]
+    inv = to_inventory(nodes, {})
+    children = inv["all"]["children"]
+    assert sorted(children["compute"]["hosts"]) == ["gpu1", "head"]
+    assert list(children["head"]["hosts"]) == ["head"]
+    assert list(children["pending"]["hosts"]) == ["new"]
+    assert list(children["runpod"]["hosts"]) == ["gpu1"]
+    assert inv["all"]["hosts"]["gpu1"]["meshctl_state"] == "active"
+
+
+def test_ansible_reads_the_inventory(tmp_path):
+    mesh = Mesh(tmp_path)
+    mesh.save([Node("head", "10.0.0.1", roles=["head", "compute"], state="active", mesh_address="10.0.0.1")], {})
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(mesh.inventory), "--list"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert '"ansible_host": "10.0.0.1"' in out
+
+
+def test_round_trip_and_backup(tmp_path):
+    mesh = Mesh(tmp_path)
+    first = [Node("head", "10.0.0.1", roles=["head", "compute"], mesh_address="10.0.0.1")]
+    mesh.save(first, {"x": 1})
+    original = mesh.inventory.read_bytes()
+    second = [*first, Node("cpu1", "10.0.0.2", mesh_address="10.0.0.2")]
+    mesh.save(second, {"x": 1})
+    assert (tmp_path / "mesh.yml.bak").read_bytes() == original
+    nodes, mesh_vars = mesh.load()
+    assert [n.name for n in nodes] == ["head", "cpu1"] and mesh_vars == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("all: [broken\n", "not valid YAML"),
+        ("- a\n- b\n", "no top-level 'all'"),
+        ("all:\n  hosts:\n    BAD_NAME:\n      ansible_host: 10.0.0.1\n", "not valid for Slurm"),
+        ("all:\n  hosts:\n    a:\n      ansible_host: 10.0.0.1\n      mesh_provider: aws\n", "unknown provider"),
+        ("all:\n  hosts:\n    a:\n      ansible_user: root\n", "bad or missing field"),
+        (
+            "all:\n  hosts:\n    a: {ansible_host: 10.0.0.1, meshctl_roles: [head]}\n"
+            "    b: {ansible_host: 10.0.0.2, meshctl_roles: [head]}\n",
+            "2 heads",
+        ),
+    ],
+)
+def test_corrupt_inventories_are_named(tmp_path, text, message):
+    (tmp_path / "mesh.yml").write_text(text)
+    with pytest.raises(InventoryError) as err:
+        Mesh(tmp_path).load()
+    assert message in str(err.value)
+    assert (tmp_path / "mesh.yml").read_text() == text
+
+
+def test_invalid_record_is_never_written(tmp_path):
+    mesh = Mesh(tmp_path)
+    mesh.save([Node("head", "10.0.0.1", roles=["head"], mesh_address="10.0.0.1")], {})
+    before = mesh.inventory.read_bytes()
+    with pytest.raises(UsageError):
+        mesh.save([Node("Bad Name", "10.0.0.1")], {})
+    assert mesh.inventory.read_bytes() == before
+
+
+def test_atomic_write_leaves_the_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "mesh.yml"
+    target.write_text("old\n")
+
+    def boom(*_a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError):
+        atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["mesh.yml"]  # no temp file left
+
+
+def test_lock_says_who_holds_it(tmp_path):
+    mesh = Mesh(tmp_path)
+    with mesh.lock("add-node 10.0.0.9"), pytest.raises(InventoryError) as err, Mesh(tmp_path).lock("apply"):
+        pass
+    assert "add-node 10.0.0.9" in str(err.value)
+    assert "--wait" in str(err.value)
+    with mesh.lock("apply"):  # released
+        pass
+
+
+def test_find_walks_up_and_honours_env(tmp_path, monkeypatch):
+    Mesh(tmp_path).save([Node("head", "10.0.0.1", roles=["head"], mesh_address="10.0.0.1")], {})
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    assert Mesh.find(cwd=sub).path == tmp_path.resolve()
+    monkeypatch.setenv("MESHCTL_MESH", str(tmp_path))
+    assert Mesh.find(cwd=Path("/")).path == tmp_path.resolve()
+    monkeypatch.setenv("MESHCTL_MESH", str(sub))
+    with pytest.raises(InventoryError, match="meshctl init"):
+        Mesh.find()
+
+
+def test_saved_file_is_plain_yaml_with_a_header(tmp_path):
+    mesh = Mesh(tmp_path)
+    mesh.save([Node("head", "10.0.0.1", roles=["head", "compute"], mesh_address="10.0.0.1")], {})
+    text = mesh.inventory.read_text()
+    assert text.startswith("# meshctl mesh inventory")
+    assert yaml.safe_load(text)["all"]["hosts"]["head"]["meshctl_roles"] == ["head", "compute"]

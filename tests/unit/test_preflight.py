@@ -1,0 +1,63 @@
+"""Preflight decisions from what a machine reports, and SSH failure explanations."""
+
+from meshctl import preflight, ssh
+
+GOOD = """uid=0
+sudo=root
+os_id=debian
+os_like=
+os_version=12
+os_name=Debian GNU/Linux 12 (bookworm)
+arch=x86_64
+disk_free_mb=80000
+pid1=systemd
+tun=yes
+python3=/usr/bin/python3
+hostname=gpu-box
+dmi=QEMU Standard PC
+"""
+
+
+def checks(text, user="root"):
+    return {c.name: c for c in preflight.evaluate(preflight.parse_probe(text), user)}
+
+
+def test_a_good_machine_passes():
+    assert all(c.ok for c in checks(GOOD).values())
+
+
+def test_ubuntu_and_derivatives_pass():
+    text = GOOD.replace("os_id=debian", "os_id=pop").replace("os_like=", "os_like=ubuntu debian")
+    assert checks(text)["Debian or Ubuntu"].ok
+
+
+def test_failures_name_the_fix():
+    text = (GOOD.replace("sudo=root", "sudo=no").replace("pid1=systemd", "pid1=bash")
+            .replace("disk_free_mb=80000", "disk_free_mb=100").replace("os_id=debian", "os_id=rocky"))  # fmt: skip
+    got = checks(text, user="ubuntu")
+    assert not got["root or sudo"].ok and "ubuntu ALL=(ALL) NOPASSWD:ALL" in got["root or sudo"].hint
+    assert not got["systemd as PID 1"].ok
+    assert not got["free disk on /"].ok
+    assert not got["Debian or Ubuntu"].ok
+
+
+def test_missing_tun_only_warns():
+    tun = checks(GOOD.replace("tun=yes", "tun=no"))["/dev/net/tun"]
+    assert not tun.ok and not tun.blocking
+    result = preflight.Preflight(True, list(checks(GOOD.replace("tun=yes", "tun=no")).values()), {})
+    assert result.passed
+
+
+def test_provider_detection():
+    assert preflight.detect_provider({"runpod": "yes"}) == "runpod"
+    assert preflight.detect_provider({"dmi": "Paperspace Cloud", "hostname": "x"}) == "paperspace"
+    assert preflight.detect_provider({"hostname": "lambda-a100-1"}) == "lambda"
+    assert preflight.detect_provider({"hostname": "desk"}) == "generic"
+
+
+def test_ssh_failures_are_explained():
+    assert "refused" in ssh.explain_failure("ssh: connect to host h port 22: Connection refused", "root", "h", 22)[0]
+    what, fix = ssh.explain_failure("root@h: Permission denied (publickey).", "root", "h", 22)
+    assert "did not accept the SSH key" in what and "--ssh-key" in fix
+    assert "did not answer" in ssh.explain_failure("connect to host h port 22: Connection timed out", "r", "h", 22)[0]
+    assert "resolve" in ssh.explain_failure("Could not resolve hostname h", "r", "h", 22)[0]
