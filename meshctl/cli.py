@@ -46,4 +46,12 @@ _register()
 
 
 def main() -> None:
-    cli(prog_name="meshctl")
+    try:
+        cli(prog_name="meshctl")
+    except KeyboardInterrupt:
+        # Nodes are written as pending before Ansible runs and active only after it succeeds,
+        # so an interrupted run leaves a consistent inventory.
+        click.echo(
+            "interrupted: mesh.yml is consistent (a node being added stays pending); run the command again", err=True
+        )
+        raise SystemExit(130) from None

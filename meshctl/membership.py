@@ -304,17 +304,20 @@ def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], bool]:
                 states[parts[0]] = (parts[1], parts[2])
 
     def one(node: Node) -> NodeStatus:
-        daemon = "slurmctld" if node is head and "compute" not in node.roles else "slurmd"
-        probe = _on(mesh, node, f"systemctl is-active munge; systemctl is-active {daemon}", timeout=30)
+        daemons = (["slurmctld"] if node is head else []) + (["slurmd"] if "compute" in node.roles else [])
+        daemon = " ".join(daemons)
+        probe = _on(mesh, node, f"systemctl is-active munge {daemon}", timeout=30)
         if probe.rc == 255 and not probe.stdout:
             what, _fix = ssh.explain_failure(probe.stderr, node.user, node.host, node.port)
             return NodeStatus(node.name, False, error=what)
-        lines = [*probe.stdout.split(), "?", "?"]
+        answers = [*probe.stdout.split(), *["?"] * (1 + len(daemons))][: 1 + len(daemons)]
         slurm_state, gres = states.get(node.name, ("absent", ""))
-        st = NodeStatus(node.name, True, munge=lines[0], daemon=f"{daemon} {lines[1]}", slurm=slurm_state)
+        shown = ", ".join(f"{d} {a}" for d, a in zip(daemons, answers[1:], strict=True))
+        st = NodeStatus(node.name, True, munge=answers[0], daemon=shown, slurm=slurm_state)
         st.gpus = "" if gres in ("(null)", "") else gres
         base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
-        st.healthy = lines[0] == "active" and lines[1] == "active" and base in READY_STATES
+        in_slurm = base in READY_STATES or "compute" not in node.roles
+        st.healthy = all(a == "active" for a in answers) and in_slurm
         if node.state != "active":
             st.healthy, st.error = False, "pending: run `meshctl add-node` or `meshctl apply` to finish it"
         return st

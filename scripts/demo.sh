@@ -26,6 +26,7 @@ if [ -d "$FIXTURES" ]; then
   sed '/^# /d' "$FIXTURES/nvidia-smi-L/2x-quadro-rtx-4000-no-nvidia-prefix.txt" \
     | docker exec -i gpu1 sh -c 'cat > /usr/local/share/meshctl-test/nvidia-smi-L.txt'
   docker cp molecule/resources/nvidia-smi gpu1:/usr/local/bin/nvidia-smi
+  docker exec gpu1 chmod 0755 /usr/local/bin/nvidia-smi
   docker exec gpu1 sh -c 'for m in 0 1; do [ -e /dev/nvidia$m ] || mknod -m 0666 /dev/nvidia$m c 195 $m; done;
     [ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 195 255'
 else

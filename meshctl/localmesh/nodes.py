@@ -114,7 +114,7 @@ def authorize(name: str, public_key: str, user: str = "root") -> None:
         f"set -e; id {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}; "
         f"install -d -m 700 -o {user} -g {user} {home}/.ssh; "
         f"touch {home}/.ssh/authorized_keys; "
-        f"grep -qxF \"$KEY\" {home}/.ssh/authorized_keys || printf '%s\\n' \"$KEY\" >> {home}/.ssh/authorized_keys; "
+        f'grep -qxF "$KEY" {home}/.ssh/authorized_keys || printf \'%s\\n\' "$KEY" >> {home}/.ssh/authorized_keys; '
         f"chown {user}:{user} {home}/.ssh/authorized_keys; chmod 600 {home}/.ssh/authorized_keys"
     )
     _docker("exec", "-e", f"KEY={public_key.strip()}", name, "sh", "-c", script)
