@@ -36,6 +36,10 @@ fi
 if [ ! -f "$MESH/mesh.yml" ]; then
   echo "==> meshctl init $MESH --head root@$HEAD"
   meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
+  # The demo nodes are containers behind this machine's TLS-intercepting proxy (if any): pip
+  # inside them (MLflow's install) needs this machine's CA bundle, which the node image trusts.
+  printf 'mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n' \
+    >> "$MESH/group_vars/all.yml"
 fi
 export MESHCTL_MESH=$MESH
 for node in gpu1:$GPU1 cpu1:$CPU1; do
@@ -57,6 +61,11 @@ echo "==> Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEV
 "${SSH[@]}" "root@$HEAD" srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES || true
 echo "==> sinfo"
 "${SSH[@]}" "root@$HEAD" sinfo -N -o "'%N %T %c %m %G'"
+echo "==> MLflow on the head, asked from cpu1 through the tracking URI every node has"
+"${SSH[@]}" "root@$CPU1" '. /etc/profile.d/meshctl-mlflow.sh; echo "MLFLOW_TRACKING_URI=$MLFLOW_TRACKING_URI";
+  python3 -c "import os, urllib.request; print(\"health:\", urllib.request.urlopen(os.environ[\"MLFLOW_TRACKING_URI\"] + \"/health\").read().decode())"'
+echo "==> The NFS export on the head"
+"${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"
 echo
 echo "The demo mesh is in $MESH. Try: MESHCTL_MESH=$MESH .venv/bin/meshctl status"
 echo "SSH to the head: ssh -i $KEY root@$HEAD   (make demo-down removes the containers)"

@@ -45,6 +45,8 @@ def run_args(node: Node, image: str, network: str = NETWORK) -> list[str]:
     args = ["docker", "run", "-d", "--name", node.name, "--hostname", node.name]
     args += ["--network", network, "--ip", node.address, "--cgroupns=host"]
     args += ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock"]
+    # The shared folder is a volume: NFS-Ganesha's VFS export needs a filesystem with file handles.
+    args += ["-v", "/mnt/shared-slurm"]
     args += ["--label", "org.meshctl.localmesh=1"]
     for cap in CAPABILITIES:
         args += ["--cap-add", cap]
@@ -85,8 +87,13 @@ def up(suite: str = "bookworm", say=print, spec: LocalMesh = DEMO) -> list[Node]
         _docker("network", "create", "--subnet", spec.subnet, spec.network)
         say(f"network {spec.network} ({spec.subnet}): created")
     for node in nodes:
-        if _docker("container", "inspect", node.name, check=False).returncode == 0:
-            say(f"node {node.name}: already exists, kept")
+        running = _docker("container", "inspect", "--format", "{{.State.Running}}", node.name, check=False)
+        if running.returncode == 0:
+            if running.stdout.strip() != "true":
+                _docker("start", node.name)
+                say(f"node {node.name}: existed stopped, started again")
+            else:
+                say(f"node {node.name}: already running, kept")
             continue
         subprocess.run(run_args(node, image, spec.network), capture_output=True, text=True, check=True)
         say(f"node {node.name}: started at {node.address} from {image}")
@@ -102,7 +109,7 @@ def up(suite: str = "bookworm", say=print, spec: LocalMesh = DEMO) -> list[Node]
 
 def down(say=print, spec: LocalMesh = DEMO) -> None:
     for name in spec.names:
-        if _docker("rm", "-f", name, check=False).returncode == 0:
+        if _docker("rm", "-f", "-v", name, check=False).returncode == 0:
             say(f"node {name}: removed")
     _docker("network", "rm", spec.network, check=False)
 

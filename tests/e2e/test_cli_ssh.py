@@ -70,6 +70,8 @@ def test_init_records_the_head_after_preflight(bed):
     assert result.returncode == 0, result.stderr
     assert "Debian GNU/Linux 12" in result.stdout
     assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
+    with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # test-bed proxy CA for pip (MLflow)
+        handle.write("mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n")
     listed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
         capture_output=True, text=True, check=True,
