@@ -46,12 +46,20 @@ _register()
 
 
 def main() -> None:
+    """Entry point: click's own error handling, except that Ctrl+C exits 130 with a clear word."""
     try:
-        cli(prog_name="meshctl")
-    except KeyboardInterrupt:
+        result = cli.main(prog_name="meshctl", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
         # Nodes are written as pending before Ansible runs and active only after it succeeds,
         # so an interrupted run leaves a consistent inventory.
         click.echo(
             "interrupted: mesh.yml is consistent (a node being added stays pending); run the command again", err=True
         )
         raise SystemExit(130) from None
+    except click.exceptions.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    # Without standalone mode click returns an Exit's code (MeshctlGroup uses ctx.exit) instead of raising.
+    raise SystemExit(result if isinstance(result, int) else 0)

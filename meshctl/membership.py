@@ -281,6 +281,10 @@ def head_of(nodes: list[Node]) -> Node:
     return heads[0]
 
 
+SHARE = "/mnt/shared-slurm"  # nfs_client_mount_path's default
+NFS_OK = ("exporting", "mounted", "fstab-only")
+
+
 @dataclass
 class NodeStatus:
     name: str
@@ -288,12 +292,51 @@ class NodeStatus:
     munge: str = "?"
     daemon: str = "?"
     slurm: str = "?"
+    nfs: str = "?"
     gpus: str = ""
     error: str = ""
     healthy: bool = field(default=False)
 
 
-def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], bool]:
+def probe_script(daemons: list[str], is_head: bool) -> str:
+    """Shell that prints key=value lines about one node's services; changes nothing."""
+    lines = ["echo munge=$(systemctl is-active munge)"]
+    lines += [f"echo {d}=$(systemctl is-active {d})" for d in daemons]
+    if is_head:
+        lines.append(
+            "if systemctl is-active -q nfs-ganesha || systemctl is-active -q nfs-server; "
+            "then echo nfs=exporting; else echo nfs=down; fi"
+        )
+    else:
+        lines.append(
+            f"if findmnt -rn {SHARE} >/dev/null 2>&1; then echo nfs=mounted; "
+            f"elif grep -qs ' {SHARE} ' /etc/fstab; then "
+            "if grep -qw nfs4 /proc/filesystems; then echo nfs=not-mounted; else echo nfs=fstab-only; fi; "
+            "else echo nfs=missing; fi"
+        )
+    return "; ".join(lines)
+
+
+def parse_probe(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def judge(node: Node, daemons: list[str], probe: dict[str, str], slurm_state: str) -> bool:
+    base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
+    in_slurm = base in READY_STATES or "compute" not in node.roles
+    services = all(probe.get(k) == "active" for k in ["munge", *daemons])
+    return node.state == "active" and services and in_slurm and probe.get("nfs") in NFS_OK
+
+
+def mlflow_health(mesh: Mesh, head: Node, port: int = 5000) -> str:
+    url = f"http://{head.mesh_address}:{port}/health"
+    code = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())"
+    result = _on(mesh, head, f"python3 -c {shlex.quote(code)}", timeout=30)
+    return result.stdout.strip() if result.rc == 0 else "unreachable"
+
+
+def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], str, bool]:
+    """One row per node, MLflow's health, and whether everything is healthy."""
     head = head_of(nodes)
     sinfo = _on(mesh, head, "sinfo --noheader --Node --format='%N|%T|%G'", timeout=30)
     states: dict[str, tuple[str, str]] = {}
@@ -304,27 +347,34 @@ def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], bool]:
                 states[parts[0]] = (parts[1], parts[2])
 
     def one(node: Node) -> NodeStatus:
-        daemons = (["slurmctld"] if node is head else []) + (["slurmd"] if "compute" in node.roles else [])
-        daemon = " ".join(daemons)
-        probe = _on(mesh, node, f"systemctl is-active munge {daemon}", timeout=30)
-        if probe.rc == 255 and not probe.stdout:
-            what, _fix = ssh.explain_failure(probe.stderr, node.user, node.host, node.port)
+        is_head = node is head
+        daemons = (["slurmctld"] if is_head else []) + (["slurmd"] if "compute" in node.roles else [])
+        result = _on(mesh, node, probe_script(daemons, is_head), timeout=30)
+        if result.rc == 255 and not result.stdout:
+            what, _fix = ssh.explain_failure(result.stderr, node.user, node.host, node.port)
             return NodeStatus(node.name, False, error=what)
-        answers = [*probe.stdout.split(), *["?"] * (1 + len(daemons))][: 1 + len(daemons)]
+        probe = parse_probe(result.stdout)
         slurm_state, gres = states.get(node.name, ("absent", ""))
-        shown = ", ".join(f"{d} {a}" for d, a in zip(daemons, answers[1:], strict=True))
-        st = NodeStatus(node.name, True, munge=answers[0], daemon=shown, slurm=slurm_state)
-        st.gpus = "" if gres in ("(null)", "") else gres
-        base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
-        in_slurm = base in READY_STATES or "compute" not in node.roles
-        st.healthy = all(a == "active" for a in answers) and in_slurm
+        st = NodeStatus(
+            node.name,
+            True,
+            munge=probe.get("munge", "?"),
+            daemon=", ".join(f"{d} {probe.get(d, '?')}" for d in daemons),
+            slurm=slurm_state,
+            nfs=probe.get("nfs", "?"),
+            gpus="" if gres in ("(null)", "") else gres,
+        )
+        st.healthy = judge(node, daemons, probe, slurm_state)
         if node.state != "active":
-            st.healthy, st.error = False, "pending: run `meshctl add-node` or `meshctl apply` to finish it"
+            st.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
+        elif st.nfs == "fstab-only":
+            st.error = "kernel cannot mount NFS: jobs here do not see the share"
         return st
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         rows = list(pool.map(one, nodes))
-    return rows, all(r.healthy for r in rows) and sinfo.rc == 0
+    mlflow = mlflow_health(mesh, head)
+    return rows, mlflow, all(r.healthy for r in rows) and sinfo.rc == 0 and mlflow == "OK"
 
 
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):

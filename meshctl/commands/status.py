@@ -1,4 +1,4 @@
-"""meshctl status: one row per node; exit 0 only when all are healthy."""
+"""meshctl status: one row per node plus MLflow's health; exit 0 only when all are healthy."""
 
 from __future__ import annotations
 
@@ -21,17 +21,19 @@ class Unhealthy(MeshctlError):
 @json_option
 @mesh_option
 def command(as_json, mesh_dir) -> None:
-    """SSH, munge, Slurm daemon and state, and GPUs of every node."""
+    """SSH, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
     nodes, _vars = mesh.load()
-    rows, healthy = membership.status(mesh, nodes)
+    rows, mlflow, healthy = membership.status(mesh, nodes)
     if as_json:
-        click.echo(json.dumps({"healthy": healthy, "nodes": [dataclasses.asdict(r) for r in rows]}, indent=2))
+        out = {"healthy": healthy, "mlflow": mlflow, "nodes": [dataclasses.asdict(r) for r in rows]}
+        click.echo(json.dumps(out, indent=2))
     else:
         display.table(
             "Mesh status",
-            ["node", "ssh", "munge", "daemon", "slurm", "gpus", "note"],
-            [[r.name, "ok" if r.ssh else "DOWN", r.munge, r.daemon, r.slurm, r.gpus, r.error] for r in rows],
+            ["node", "ssh", "munge", "slurm daemons", "slurm", "nfs", "gpus", "note"],
+            [[r.name, "ok" if r.ssh else "DOWN", r.munge, r.daemon, r.slurm, r.nfs, r.gpus, r.error] for r in rows],
         )
+        click.echo(f"MLflow on the head: {mlflow}")
     if not healthy:
         raise Unhealthy("some nodes are not healthy (see the table)", hint="`meshctl apply` converges them again")

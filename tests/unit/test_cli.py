@@ -157,3 +157,23 @@ def test_remove_node_refuses_the_head(mesh):
 def test_sanitize_name():
     assert membership.sanitize_name("Box_7.example.com") == "box-7"
     assert membership.sanitize_name("desk") == "desk"
+
+
+def test_ctrl_c_during_the_run_leaves_a_consistent_inventory(mesh, fake_preflight, monkeypatch, capsys):
+    def interrupted(*_a, **_kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_playbook", interrupted)
+    monkeypatch.setattr(
+        "sys.argv", ["meshctl", "add-node", "root@100.64.0.9", "--name", "gpu", "--mesh", str(mesh.path)]
+    )
+    from meshctl.cli import main
+
+    with pytest.raises(SystemExit) as code:
+        main()
+    assert code.value.code == 130
+    assert "interrupted" in capsys.readouterr().err
+    nodes, _ = mesh.load()  # loads cleanly
+    assert {n.name: n.state for n in nodes} == {"head": "active", "gpu": "pending"}
+    with mesh.lock("apply"):  # the lock was released
+        pass

@@ -91,3 +91,16 @@ def test_bad_address_is_refused():
     result = run("--lscpu", f"{F}/lscpu/gcp-n1-standard-4-kvm-vm-util-linux-2.34.txt",
                  "--free", f"{F}/free/procps4-32gb-proxmox.txt", "--addr", "100.300.1.1")  # fmt: skip
     assert result.exit_code == 2
+
+
+def test_the_installed_entry_point_exits_with_the_error_code():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "meshctl", "render-node", "--lscpu", "/dev/null", "--free", "/dev/null"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: lscpu:") and "fix:" in done.stderr
+    assert "Traceback" not in done.stderr
