@@ -1,0 +1,84 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""Plain functions about Tailscale's CLI output and auth keys (unit-tested on real outputs).
+
+Groundwork for the tailscale role (issue 4): the role will read `tailscale status --json` with
+``tailscale_status`` to decide whether a node is already Running under the right hostname, and
+meshctl will check a new key's shape with ``auth_key_kind`` before storing it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+
+AUTH_KEY = re.compile(r"^tskey-auth-[A-Za-z0-9]+-[A-Za-z0-9]+$")
+CLIENT_SECRET = re.compile(r"^tskey-client-[A-Za-z0-9]+-[A-Za-z0-9]+$")
+HEADSCALE_KEY = re.compile(r"^[0-9a-f]{48}$|^[0-9a-f]{64}$")  # pre-auth keys without a prefix
+
+
+class TailscaleOutputError(ValueError):
+    """The output is not `tailscale status --json` as we know it."""
+
+
+def tailscale_status(text):
+    """Facts from `tailscale status --json`.
+
+    Returns backend_state (``Running``, ``NeedsLogin``, ``Stopped``, ...), hostname, ipv4, ipv6
+    (first of each in Self.TailscaleIPs, None when logged out), key_expiry (or None) and version.
+    Raises TailscaleOutputError, with the first line printed, when tailscaled is not running or
+    the text is not valid JSON.
+    """
+    text = (text or "").strip()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        first = text.splitlines()[0] if text else "(no output)"
+        raise TailscaleOutputError(f"tailscale status --json did not print JSON: {first[:200]} ({exc})") from None
+    if not isinstance(data, dict):
+        raise TailscaleOutputError("tailscale status --json printed JSON that is not an object")
+    me = data.get("Self") or {}
+    ips = me.get("TailscaleIPs") or data.get("TailscaleIPs") or []
+    v4 = [ip for ip in ips if _version(ip) == 4]
+    v6 = [ip for ip in ips if _version(ip) == 6]
+    return {
+        "backend_state": data.get("BackendState") or "Unknown",
+        "hostname": me.get("HostName"),
+        "ipv4": v4[0] if v4 else None,
+        "ipv6": v6[0] if v6 else None,
+        "key_expiry": me.get("KeyExpiry"),
+        "version": data.get("Version"),
+    }
+
+
+def _version(address):
+    try:
+        return ipaddress.ip_address(address).version
+    except ValueError:
+        return None
+
+
+def tailscale_ip4(text):
+    """The address `tailscale ip -4` printed, checked to lie in 100.64.0.0/10; None otherwise."""
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if _version(line) == 4 and ipaddress.ip_address(line) in ipaddress.ip_network("100.64.0.0/10"):
+            return line
+    return None
+
+
+def auth_key_kind(key):
+    """``auth``, ``client`` (OAuth client secret: needs --advertise-tags) or ``headscale``; None otherwise."""
+    key = (key or "").strip()
+    if AUTH_KEY.match(key):
+        return "auth"
+    if CLIENT_SECRET.match(key):
+        return "client"
+    if HEADSCALE_KEY.match(key):
+        return "headscale"
+    return None
+
+
+class FilterModule:
+    def filters(self):
+        return {"tailscale_status": tailscale_status, "tailscale_ip4": tailscale_ip4, "auth_key_kind": auth_key_kind}
