@@ -172,8 +172,8 @@ def to_inventory(nodes: list[Node], mesh_vars: dict) -> dict:
         else:
             add("pending", n.name)
         add(n.provider, n.name)
-    for role in ROLES:
-        children.setdefault(role, {"hosts": {}})
+    for group in (*ROLES, "pending"):
+        children.setdefault(group, {"hosts": {}})
     return {"all": {"vars": dict(mesh_vars), "hosts": hosts, "children": children}}
 
 

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from meshctl.localmesh import nodes
+from meshctl.mesh import Mesh
 
 pytestmark = pytest.mark.e2e
 
 SPEC = nodes.LocalMesh("meshctl-e2e", "100.100.30.0/24", ("e2e-head", "e2e-n1", "e2e-n2"))
 HEAD, N1, N2 = "100.100.30.10", "100.100.30.11", "100.100.30.12"
+# A Debian 13 machine (Slurm 24.11) on the same network, for the version skew guard.
+SKEW = nodes.Node("e2e-new13", "100.100.30.20")
 
 
 class Bed:
@@ -61,6 +64,7 @@ def bed(tmp_path_factory):
         nodes.authorize(name, public)
     nodes.authorize("e2e-n2", public, user="nosudo")  # a user without sudo
     yield bed
+    subprocess.run(["docker", "rm", "-f", "-v", SKEW.name], capture_output=True, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
 
 
@@ -141,6 +145,27 @@ def test_dry_run_changes_nothing(bed):
                            capture_output=True, text=True)  # fmt: skip
     assert probe.returncode != 0
     assert "is not installed" in probe.stderr
+
+
+def test_newer_slurm_node_is_refused_before_anything_changes(bed):
+    if subprocess.run(["docker", "image", "inspect", "meshctl-node:trixie"], capture_output=True).returncode:
+        pytest.skip("no meshctl-node:trixie image (make images)")
+    subprocess.run(["docker", "rm", "-f", "-v", SKEW.name], capture_output=True, check=False)
+    subprocess.run(nodes.run_args(SKEW, "meshctl-node:trixie", SPEC.network), capture_output=True, check=True)
+    assert nodes.wait_running(SKEW.name) in ("running", "degraded")
+    nodes.authorize(SKEW.name, bed.key.with_suffix(".pub").read_text())
+    result = bed.meshctl("add-node", f"root@{SKEW.address}", "--name", "new13", "--ssh-key", str(bed.key))
+    assert result.returncode == 5, result.stdout[-2000:] + result.stderr
+    assert "Slurm version skew" in result.stderr
+    assert "new13 has slurmd 24.11" in result.stderr and "newer than slurmctld 22.05" in result.stderr
+    probe = subprocess.run(["docker", "exec", SKEW.name, "dpkg", "-s", "munge"], capture_output=True, text=True)
+    assert "is not installed" in probe.stderr  # refused before any role ran
+    states = {n.name: n.state for n in Mesh(bed.mesh).load()[0]}
+    assert states["new13"] == "pending"  # recorded, never active
+    # A pending node that cannot join is taken out again with remove-node (nothing to drain).
+    removed = bed.meshctl("remove-node", "new13")
+    assert removed.returncode == 0, removed.stdout[-2000:] + removed.stderr
+    assert "new13" not in (bed.mesh / "mesh.yml").read_text()
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):
