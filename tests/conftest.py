@@ -1,6 +1,9 @@
+import importlib.util
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 
@@ -22,3 +25,12 @@ def hw():
     from meshctl.hardware import mesh_hw
 
     return mesh_hw()
+
+
+def load_file(relative: str):
+    """Import a plugin file of a role (filter plugins are not importable as packages)."""
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

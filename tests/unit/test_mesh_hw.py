@@ -19,10 +19,6 @@ LSCPU = {
 }
 
 
-def test_every_lscpu_fixture_has_an_expectation():
-    assert sorted(f"lscpu/{name}" for name in LSCPU) == fixtures_in("lscpu")
-
-
 @pytest.mark.parametrize("name", sorted(LSCPU))
 def test_lscpu(hw, name):
     got = hw.parse_lscpu(fixture_text(f"lscpu/{name}"))
@@ -61,10 +57,6 @@ FREE = {
 }
 
 
-def test_every_free_fixture_has_an_expectation():
-    assert sorted(f"free/{name}" for name in FREE) == fixtures_in("free")
-
-
 @pytest.mark.parametrize("name", sorted(FREE))
 def test_free(hw, name):
     assert hw.parse_free(fixture_text(f"free/{name}"))["memory_total_mb"] == FREE[name]
@@ -89,10 +81,6 @@ SLURMD_C = {
     "2socket-snc-numa-as-socket-nosmt-abridged.txt": (40, 4, 10, 1, 385380, None),
     "vm-8sockets-1core-nosmt-slurm25.05.txt": (8, 8, 1, 1, 15988, "server4"),
 }
-
-
-def test_every_slurmd_c_fixture_has_an_expectation():
-    assert sorted(f"slurmd-C/{name}" for name in SLURMD_C) == fixtures_in("slurmd-C")
 
 
 @pytest.mark.parametrize("name", sorted(SLURMD_C))
@@ -142,10 +130,6 @@ NVIDIA_L = {
         4,
     ),
 }
-
-
-def test_every_nvidia_smi_l_fixture_has_an_expectation():
-    assert sorted(f"nvidia-smi-L/{name}" for name in NVIDIA_L) == fixtures_in("nvidia-smi-L")
 
 
 @pytest.mark.parametrize("name", sorted(NVIDIA_L))
@@ -232,10 +216,6 @@ DEV = {
 }
 
 
-def test_every_dev_fixture_has_an_expectation():
-    assert sorted(f"dev-nvidia/{name}" for name in DEV) == fixtures_in("dev-nvidia")
-
-
 @pytest.mark.parametrize("name", sorted(DEV))
 def test_dev_listing(hw, name):
     files = hw.parse_dev_listing(fixture_text(f"dev-nvidia/{name}"))
@@ -252,3 +232,11 @@ def test_pod_with_one_gpu_of_eight_maps_index_0_to_nvidia7(hw):
 def test_gpus_without_device_files_get_none(hw):
     gpus = hw.parse_nvidia_smi(fixture_text("nvidia-smi-L/4x-rtx-3090.txt"))["gpus"]
     assert [g["file"] for g in hw.match_device_files(gpus, ["/dev/nvidia0"])] == [None] * 4
+
+
+@pytest.mark.parametrize(
+    ("folder", "expected"),
+    [("lscpu", LSCPU), ("free", FREE), ("slurmd-C", SLURMD_C), ("nvidia-smi-L", NVIDIA_L), ("dev-nvidia", DEV)],
+)
+def test_every_fixture_has_an_expectation(folder, expected):
+    assert sorted(f"{folder}/{name}" for name in expected) == fixtures_in(folder)

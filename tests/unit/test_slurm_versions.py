@@ -1,19 +1,13 @@
 """The slurm role's version filters (roles/slurm/filter_plugins/slurm_versions.py)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-PLUGIN = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "filter_plugins" / "slurm_versions.py"
+from tests.conftest import load_file
 
 
 @pytest.fixture(scope="module")
 def sv():
-    spec = importlib.util.spec_from_file_location("slurm_versions", PLUGIN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("roles/slurm/filter_plugins/slurm_versions.py")
 
 
 def test_major(sv):

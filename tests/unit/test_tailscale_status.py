@@ -1,21 +1,15 @@
 """Groundwork for issue 4: Tailscale output parsing on the real captures in shared/fixtures."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import fixture_text, fixtures_in
+from tests.conftest import fixture_text, fixtures_in, load_file
 
-PLUGIN = Path(__file__).resolve().parents[2] / "roles" / "tailscale" / "filter_plugins" / "tailscale_status.py"
+PLUGIN = "roles/tailscale/filter_plugins/tailscale_status.py"
 
 
 @pytest.fixture(scope="module")
 def ts():
-    spec = importlib.util.spec_from_file_location("tailscale_status", PLUGIN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(PLUGIN)
 
 
 IP4 = {
