@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,13 +265,11 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
 
 
 def _on(mesh: Mesh, node: Node, command: str, timeout: float = 60) -> ssh.SshResult:
+    if node.user != "root" and not (node.connection == "local" and os.geteuid() == 0):
+        command = f"sudo -n sh -c {shlex.quote(command)}"
     if node.connection == "local":
-        import subprocess
-
         done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout, check=False)
         return ssh.SshResult(done.returncode, done.stdout, done.stderr)
-    if node.user != "root":
-        command = f"sudo -n sh -c {shlex.quote(command)}"
     return ssh.run(node_argv(mesh, node), command, timeout=timeout)
 
 
