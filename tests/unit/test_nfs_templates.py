@@ -16,12 +16,16 @@ def ternary(value, yes, no):
     return yes if value else no
 
 
+def to_bool(value):  # Ansible's `bool` filter, for the values these templates get
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "1", "on")
+
+
 @pytest.fixture
 def render():
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined, trim_blocks=True
     )
-    env.filters.update(comment=comment, ternary=ternary)
+    env.filters.update(comment=comment, ternary=ternary, bool=to_bool)
 
     def _render(name, **variables):
         base = {
@@ -30,6 +34,7 @@ def render():
             "nfs_server_clients": ["100.101.1.10/32", "100.101.1.11/32"],
             "nfs_server_export_options": ["rw", "sync", "no_subtree_check"],
             "nfs_server_root_squash": True,
+            "nfs_server_ganesha_allow_io_flusher_fail": False,
         }
         text = env.get_template(name).render(**{**base, **variables})
         return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
@@ -57,3 +62,10 @@ def test_ganesha_export(render):
     assert "Access_Type = None;" in lines  # nobody but the CLIENT block
     assert "Clients = 100.64.0.0/10;" in lines
     assert "Access_Type = RW;" in lines
+    assert "allow_set_io_flusher_fail = true;" not in lines
+
+
+def test_ganesha_in_a_container_starts_without_cap_sys_resource(render):
+    assert "allow_set_io_flusher_fail = true;" in render(
+        "ganesha.conf.j2", nfs_server_ganesha_allow_io_flusher_fail=True
+    )
