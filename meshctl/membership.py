@@ -308,7 +308,7 @@ def probe_script(daemons: list[str], is_head: bool) -> str:
         )
     else:
         lines.append(
-            f"if findmnt -rn {SHARE} >/dev/null 2>&1; then echo nfs=mounted; "
+            f"if findmnt -rn -t nfs,nfs4 {SHARE} >/dev/null 2>&1; then echo nfs=mounted; "
             f"elif grep -qs ' {SHARE} ' /etc/fstab; then "
             "if grep -qw nfs4 /proc/filesystems; then echo nfs=not-mounted; else echo nfs=fstab-only; fi; "
             "else echo nfs=missing; fi"

@@ -46,7 +46,7 @@ def test_probe_script_asks_the_right_questions():
     head = membership.probe_script(["slurmctld", "slurmd"], is_head=True)
     assert "systemctl is-active slurmctld" in head and "nfs-ganesha" in head
     node = membership.probe_script(["slurmd"], is_head=False)
-    assert "findmnt -rn /mnt/shared-slurm" in node and "/proc/filesystems" in node
+    assert "findmnt -rn -t nfs,nfs4 /mnt/shared-slurm" in node and "/proc/filesystems" in node
 
 
 def test_one_down_node_makes_status_fail(mesh, monkeypatch):
