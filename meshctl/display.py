@@ -9,23 +9,29 @@ from rich.console import Console
 from rich.table import Table
 
 
-def console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+def console(out=None) -> Console:
+    return Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
 
 
-def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    if sys.stdout.isatty():
-        t = Table(title=title, title_justify="left")
-        for column in columns:
-            t.add_column(column)
-        for row in rows:
-            t.add_row(*row)
-        console().print(t)
+def rich_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for column in columns:
+        t.add_column(column)
+    for row in rows:
+        t.add_row(*(str(c) for c in row))
+    return t
+
+
+def table(title: str, columns: list[str], rows: list[list[str]], out=None, live: bool | None = None) -> None:
+    """A rich table on a terminal, aligned plain text otherwise."""
+    out = out or sys.stdout
+    if out.isatty() if live is None else live:
+        console(out).print(rich_table(title, columns, rows))
         return
-    click.echo(title)
+    click.echo(title, file=out)
     widths = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=False)]
     for row in [columns, *rows]:
-        click.echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+        click.echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out)
 
 
 def preflight_table(report) -> None:

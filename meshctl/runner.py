@@ -19,8 +19,10 @@ from pathlib import Path
 import ansible_runner
 import yaml
 
-from meshctl import resources
+from meshctl import display, resources
 from meshctl.errors import PlaybookError
+
+COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 
 
 @dataclass
@@ -86,23 +88,16 @@ class Progress:
         self.changed: dict[str, list[str]] = defaultdict(list)
         self._rich = None
         if self.live:
-            from rich.console import Console
             from rich.live import Live
 
-            self._console = Console(file=self.out)
-            self._rich = Live(self._render(), console=self._console, refresh_per_second=4, transient=True)
+            self._rich = Live(self._render(), console=display.console(self.out), refresh_per_second=4, transient=True)
             self._rich.start()
 
-    def _render(self):
-        from rich.table import Table
+    def _rows(self) -> list[list[str]]:
+        return [[host, *(str(self.counts[host][k]) for k in COUNTS)] for host in sorted(self.counts)]
 
-        table = Table(title=f"{self.play}\n[dim]{self.task}[/dim]", title_justify="left", expand=False)
-        for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
-            table.add_column(column, justify="right" if column != "host" else "left")
-        for host in sorted(self.counts):
-            c = self.counts[host]
-            table.add_row(host, *(str(c[k]) for k in ("ok", "changed", "failed", "unreachable", "skipped")))
-        return table
+    def _render(self):
+        return display.rich_table(f"{self.play}\n[dim]{self.task}[/dim]", ["host", *COUNTS], self._rows())
 
     def _say(self, line: str) -> None:
         if self._rich is not None:
@@ -152,24 +147,7 @@ class Progress:
             self._rich.stop()
 
     def recap(self) -> None:
-        rows = [
-            f"{host:<20} ok={c['ok']:<4} changed={c['changed']:<4} failed={c['failed']:<3} "
-            f"unreachable={c['unreachable']:<3} skipped={c['skipped']}"
-            for host, c in sorted(self.counts.items())
-        ]
-        if self.live:
-            from rich.table import Table
-
-            table = Table(title="Recap", title_justify="left")
-            for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
-                table.add_column(column)
-            for host, c in sorted(self.counts.items()):
-                table.add_row(host, *(str(c[k]) for k in ("ok", "changed", "failed", "unreachable", "skipped")))
-            self._console.print(table)
-        else:
-            print("RECAP", file=self.out)
-            for row in rows:
-                print(f"  {row}", file=self.out)
+        display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
 
 
 def run_playbook(
