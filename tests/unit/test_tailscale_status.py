@@ -1,4 +1,4 @@
-"""Groundwork for issue 4: Tailscale output parsing on the real captures in shared/fixtures."""
+"""Tailscale output parsing on the real captures in shared/fixtures, and the join decision."""
 
 import pytest
 
@@ -85,3 +85,41 @@ def test_every_status_fixture_is_covered():
 )
 def test_auth_key_kind(ts, key, kind):
     assert ts.auth_key_kind(key) == kind
+
+
+NOW = __import__("datetime").datetime(2026, 11, 22, tzinfo=__import__("datetime").timezone.utc)
+
+
+def running(hostname="gpu1", expiry="2027-05-01T00:00:00Z"):
+    return {"backend_state": "Running", "hostname": hostname, "ipv4": "100.64.0.2", "key_expiry": expiry}
+
+
+@pytest.mark.parametrize(
+    ("status", "force", "action"),
+    [
+        (running(), False, "none"),
+        (running(expiry=None), False, "none"),  # keys with expiry disabled
+        (running(), True, "reauth"),
+        (running(expiry="2026-11-01T00:00:00Z"), False, "reauth"),
+        (running(hostname="gpu1-old"), False, "rename"),
+        ({"backend_state": "NeedsLogin", "hostname": "gpu1"}, False, "join"),
+        ({"backend_state": "Stopped", "hostname": "gpu1"}, False, "join"),
+        ({}, False, "join"),
+    ],
+)
+def test_join_action(ts, status, force, action):
+    got = ts.tailscale_join_action(status, "gpu1", force, NOW)
+    assert got["action"] == action
+    assert got["reason"]
+
+
+def test_join_action_on_a_real_logged_out_capture(ts):
+    status = ts.tailscale_status(fixture_text("tailscale-status/needslogin-1.94.2-proxmox-linux-no-ips.txt"))
+    assert ts.tailscale_join_action(status, "pve", False, NOW)["action"] == "join"
+
+
+def test_key_expiry_parsing(ts):
+    assert ts.key_expired("2026-11-21T23:59:59Z", NOW)
+    assert not ts.key_expired("2026-11-22T00:00:01+00:00", NOW)
+    assert not ts.key_expired("0001-01-01T00:00:00Z garbage", NOW)
+    assert not ts.key_expired(None, NOW)

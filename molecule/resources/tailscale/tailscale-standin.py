@@ -8,7 +8,7 @@ Tailscale CLI for what meshctl uses, installed as /usr/bin/tailscale and /usr/sb
 - `tailscaled [--state=PATH|mem:] [--tun=userspace-networking] [--socket=PATH]` runs until stopped;
   with `--state=mem:` the node forgets its login at every start (a stateless container).
 - `tailscale up --auth-key=file:PATH [--hostname=N] [--advertise-tags=T] [--login-server=URL]
-  [--force-reauth] [--reset]`. A key given on the command line (not `file:`) is refused, so a test
+  [--force-reauth] [--reset] [--timeout=D]`. A key given on the command line (not `file:`) is refused, so a test
   can prove no key travels in argv. Keys are accepted only when listed in the valid-keys file
   (one per line; tests remove a key to revoke it). Re-running `up` on a logged-in node uses no key
   unless `--force-reauth`; changing a non-default flag without repeating the others needs `--reset`.
@@ -118,6 +118,8 @@ def parse_flags(args: list[str]) -> dict:
         name = key.lstrip("-").replace("-", "_")
         if name in ("force_reauth", "reset"):
             flags[name] = True
+        elif name == "timeout":
+            continue  # the stand-in answers at once
         elif name in ("auth_key", "authkey"):
             flags["auth_key"] = value
         elif name in NON_DEFAULT:

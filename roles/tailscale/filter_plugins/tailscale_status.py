@@ -1,13 +1,14 @@
 # Copyright: meshctl contributors; Apache-2.0
 """Plain functions about Tailscale's CLI output and auth keys (unit-tested on real outputs).
 
-Groundwork for the tailscale role (issue 4): the role will read `tailscale status --json` with
-``tailscale_status`` to decide whether a node is already Running under the right hostname, and
-meshctl will check a new key's shape with ``auth_key_kind`` before storing it.
+The tailscale role reads `tailscale status --json` with ``tailscale_status`` and decides with
+``tailscale_join_action`` whether a node must (re)join; meshctl checks a new key's shape with
+``auth_key_kind`` before storing it.
 """
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import json
 import re
@@ -79,6 +80,44 @@ def auth_key_kind(key):
     return None
 
 
+def key_expired(expiry, now=None):
+    """True when a node key expiry (RFC 3339, as in Self.KeyExpiry) lies in the past; False when unset."""
+    if not expiry:
+        return False
+    try:
+        when = datetime.datetime.fromisoformat(str(expiry).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when <= (now or datetime.datetime.now(datetime.timezone.utc))
+
+
+def tailscale_join_action(status, hostname, force=False, now=None):
+    """What `tailscale up` must do on a node, from its ``tailscale_status`` facts.
+
+    Returns ``{"action": ..., "reason": ...}`` where action is
+    ``none`` (Running under the right hostname), ``join`` (not logged in: the key registers it),
+    ``reauth`` (forced, or the node key expired: needs --force-reauth, drops connections briefly) or
+    ``rename`` (Running under another hostname: new prefs, no new login).
+    """
+    state = (status or {}).get("backend_state") or "Unknown"
+    if force:
+        return {"action": "reauth", "reason": "forced"}
+    if state != "Running":
+        return {"action": "join", "reason": f"backend state {state}"}
+    if key_expired(status.get("key_expiry"), now):
+        return {"action": "reauth", "reason": f"node key expired {status.get('key_expiry')}"}
+    if status.get("hostname") != hostname:
+        return {"action": "rename", "reason": f"hostname {status.get('hostname')} is not {hostname}"}
+    return {"action": "none", "reason": "Running as " + hostname}
+
+
 class FilterModule:
     def filters(self):
-        return {"tailscale_status": tailscale_status, "tailscale_ip4": tailscale_ip4, "auth_key_kind": auth_key_kind}
+        return {
+            "tailscale_status": tailscale_status,
+            "tailscale_ip4": tailscale_ip4,
+            "tailscale_join_action": tailscale_join_action,
+            "auth_key_kind": auth_key_kind,
+        }

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""TEST HELPER (molecule only): records every process command line seen on this node.
+
+Run as a systemd service while the tailscale role and rotations run; verify then checks that no
+auth key ever appeared in any process's argv. Samples /proc every 20 ms and writes each new
+command line once to /var/log/meshctl-test-argv.log.
+"""
+
+import os
+import time
+
+LOG = "/var/log/meshctl-test-argv.log"
+
+
+def main() -> None:
+    seen: set[bytes] = set()
+    with open(LOG, "ab", buffering=0) as log:
+        while True:
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                        line = handle.read().replace(b"\0", b" ").strip()
+                except OSError:
+                    continue
+                if line and line not in seen:
+                    seen.add(line)
+                    log.write(line + b"\n")
+            time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    main()
