@@ -36,9 +36,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from meshctl.commands import add_node, apply, init, remove_node, render_node, status
+    from meshctl.commands import add_node, apply, init, remove_node, render_node, rotate_authkey, status
 
-    for module in (init, add_node, apply, status, remove_node, render_node):
+    for module in (init, add_node, apply, status, remove_node, rotate_authkey, render_node):
         cli.add_command(module.command)
 
 

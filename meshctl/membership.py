@@ -20,7 +20,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import preflight, runner, ssh
+from meshctl import preflight, runner, ssh, tailnet
 from meshctl.errors import InventoryError, PreflightError, UsageError
 from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
 
@@ -99,10 +99,19 @@ def init_mesh(
     provider: str | None,
     address: str | None,
     check: bool = True,
+    tailscale_key: str | None = None,
+    tags: tuple[str, ...] = (),
+    login_server: str | None = None,
 ) -> tuple[Mesh, Node, PreflightReport | None]:
+    """Create the mesh directory with its head (pending). With a Tailscale key the mesh runs over
+    a tailnet: the key is checked before anything is written, then stored in secrets/ (0600)."""
     mesh = Mesh(path)
     if mesh.inventory.exists():
         raise InventoryError(f"{mesh.path} already holds a mesh", hint="use another folder, or add nodes to this one")
+    if tailscale_key is not None:
+        tailnet.check_key(tailscale_key, list(tags), "--authkey-file")
+    elif tags or login_server:
+        raise UsageError("--tag and --login-server need --authkey-file", hint="pass the tailnet's auth key too")
     if ssh_key and not Path(ssh_key).is_file():
         raise UsageError(f"--ssh-key {ssh_key}: no such file")
     report = None
@@ -138,8 +147,14 @@ def init_mesh(
     mesh.secrets.mkdir(mode=0o700, exist_ok=True)
     os.chmod(mesh.secrets, 0o700)
     (mesh.path / "group_vars").mkdir(exist_ok=True)
-    atomic_write(mesh.path / "group_vars" / "all.yml", GROUP_VARS_ALL)
-    mesh.save([node], {})
+    mesh_vars = {}
+    group_vars = GROUP_VARS_ALL
+    if tailscale_key is not None:
+        tailnet.store_key(mesh, tailscale_key)
+        mesh_vars["mesh_tailscale"] = True
+        group_vars += tailnet.group_vars_text(list(tags), login_server)
+    atomic_write(mesh.path / "group_vars" / "all.yml", group_vars)
+    mesh.save([node], mesh_vars)
     return mesh, node, report
 
 
@@ -247,6 +262,7 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, prog
     runner.raise_for(result, retry)
     for node in everyone:
         node.state = "active"
+    result.notes = tailnet.record_addresses(everyone, result)
     mesh.save(everyone, mesh_vars)
     return result
 
@@ -254,10 +270,11 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, prog
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
     result = _converge(mesh, nodes, progress, check=check, diff=diff, verbosity=verbosity, limit=limit)
     runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
-    if not check and limit is None:
-        changed = False
+    if not check:
+        result.notes = tailnet.record_addresses(nodes, result)
+        changed = bool(result.notes)
         for node in nodes:
-            if node.state == "pending":
+            if node.state == "pending" and limit is None:
                 node.state, changed = "active", True
         if changed:
             mesh.save(nodes, mesh_vars)

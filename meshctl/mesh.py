@@ -172,7 +172,9 @@ def to_inventory(nodes: list[Node], mesh_vars: dict) -> dict:
         else:
             add("pending", n.name)
         add(n.provider, n.name)
-    for group in (*ROLES, "pending"):
+        if mesh_vars.get("mesh_tailscale"):
+            add("tailnet", n.name)
+    for group in (*ROLES, "pending", "tailnet"):
         children.setdefault(group, {"hosts": {}})
     return {"all": {"vars": dict(mesh_vars), "hosts": hosts, "children": children}}
 

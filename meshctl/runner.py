@@ -23,6 +23,8 @@ from meshctl import display, resources
 from meshctl.errors import PlaybookError
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
+# Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
+REPORT_FACTS = ("tailscale_report",)
 
 
 @dataclass
@@ -39,6 +41,8 @@ class RunResult:
     failures: list[Failure] = field(default_factory=list)
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     changed: dict[str, list[str]] = field(default_factory=dict)
+    reports: dict[str, dict] = field(default_factory=dict)  # per host: facts named in REPORT_FACTS
+    notes: list[str] = field(default_factory=list)  # what meshctl learned from the run, for the user
 
     @property
     def ok(self) -> bool:
@@ -86,6 +90,7 @@ class Progress:
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.failures: list[Failure] = []
         self.changed: dict[str, list[str]] = defaultdict(list)
+        self.reports: dict[str, dict] = {}
         self._rich = None
         if self.live:
             from rich.live import Live
@@ -118,6 +123,10 @@ class Progress:
                 self._say(f"  TASK {self.task}")
         elif kind == "runner_on_ok":
             res = data.get("res", {})
+            facts = res.get("ansible_facts") or {}
+            for name in REPORT_FACTS:
+                if isinstance(facts.get(name), dict):
+                    self.reports[host] = facts[name]
             if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
                 self._say(f"    {host}: {res['msg']}")
             for text in diff_lines(res.get("diff")):
@@ -160,6 +169,7 @@ def run_playbook(
     verbosity: int = 0,
     known_hosts: Path | None = None,
     progress: Progress | None = None,
+    extravars: dict | None = None,
 ) -> RunResult:
     """Run one of meshctl's playbooks against the mesh inventory (plus an overlay of extra hosts)."""
     private = Path(tempfile.mkdtemp(prefix="meshctl-run-"))
@@ -199,12 +209,15 @@ def run_playbook(
                 quiet=True,
                 suppress_env_files=True,
                 event_handler=progress.event,
+                extravars=extravars or None,
             )
         finally:
             progress.close()
         progress.recap()
         stats = {h: dict(c) for h, c in progress.counts.items()}
-        return RunResult(runner.status, runner.rc, progress.failures, stats, dict(progress.changed))
+        return RunResult(
+            runner.status, runner.rc, progress.failures, stats, dict(progress.changed), dict(progress.reports)
+        )
     finally:
         shutil.rmtree(private, ignore_errors=True)
 

@@ -35,7 +35,11 @@ def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, v
         display.preflight_table(plan.report)
         what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
         click.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")
-        membership.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
+        result = membership.add_node(
+            mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity
+        )
+    for note in result.notes:
+        click.echo(note)
     if dry_run:
         click.echo(f"dry run done: nothing was changed on {plan.node.name} or in {mesh.inventory.name}")
     else:

@@ -21,5 +21,7 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock("apply", wait=wait):
         nodes, mesh_vars = mesh.load()
-        membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+        result = membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+    for note in result.notes:
+        click.echo(note)
     click.echo("check done: nothing was changed" if check else "mesh converged")

@@ -149,11 +149,9 @@ def test_saved_file_is_plain_yaml_with_a_header(tmp_path):
 def test_the_documented_example_inventory_loads(tmp_path):
     example = Path(__file__).resolve().parents[2] / "inventory" / "example.yml"
     (tmp_path / "mesh.yml").write_text(example.read_text())
-    nodes, _ = Mesh(tmp_path).load()
-    assert {n.name: (n.provider, n.roles, n.state) for n in nodes} == {
-        "desk": ("local", ["head", "compute"], "active"),
+XX: ("local", ["head", "compute"], "active"),
         "ps-a6000": ("paperspace", ["compute"], "active"),
         "lambda-cpu": ("lambda", ["compute"], "active"),
     }
     # meshctl would write the same groups back
-    assert yaml.safe_load(example.read_text())["all"]["children"] == to_inventory(nodes, {})["all"]["children"]
+    assert yaml.safe_load(example.read_text())["all"]["children"] == to_inventory(nodes, mesh_vars)["all"]["children"]

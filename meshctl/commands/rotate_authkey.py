@@ -1,0 +1,57 @@
+"""meshctl rotate-authkey: store a new Tailscale auth key and move every node to it."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from meshctl import display, runner, tailnet
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, verbose_option, wait_option
+
+
+@click.command("rotate-authkey")
+@click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="File holding the new key ('-' reads standard input). Without it meshctl asks, hiding what you type.",
+)
+@click.option("--stored", is_flag=True, help="Push the key already in secrets/ again (finish an earlier rotation).")
+@click.option("--force", is_flag=True, help="Log every node in again, even Running ones (drops connections briefly).")
+@mesh_option
+@wait_option
+@verbose_option
+def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
+    """Replace the mesh's auth key and re-authenticate the nodes that need it, one at a time.
+
+    Only nodes that are not Running, whose node key expired, or all with --force, log in again;
+    every node gets the new key for its next start. Exit 0 only when every node is on it.
+    """
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock("rotate-authkey", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        tailnet.require_tailscale(mesh_vars)
+        if stored:
+            if key_file:
+                raise click.UsageError("--stored and --key-file exclude each other")
+            source = str(tailnet.key_path(mesh))
+            key = tailnet.read_key(source, None)
+        else:
+            asker = None
+            if sys.stdin.isatty():
+                asker = lambda: click.prompt("New Tailscale auth key", hide_input=True)  # noqa: E731
+            source = key_file if key_file and key_file != "-" else "the key given"
+            key = tailnet.read_key(key_file, asker)
+        kind = tailnet.check_key(key, tailnet.mesh_tags(mesh, mesh_vars), source)
+        if not stored:
+            path = tailnet.store_key(mesh, key)
+            click.echo(f"new {kind} key stored in {path} (0600)")
+        rows, _ok = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
+    display.table(
+        "Auth key rotation",
+        ["node", "before", "after", "action", "result"],
+        [[r.node, r.before, r.after, r.action, r.result] for r in rows],
+    )
+    tailnet.require_rotated(rows)
+    click.echo(f"all {len(rows)} nodes are on the new key")

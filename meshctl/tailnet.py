@@ -1,0 +1,231 @@
+"""The mesh's Tailscale auth key: read it safely, store it atomically, rotate it on every node.
+
+The key is read from a file or a hidden prompt (never from the command line), checked for shape
+with the tailscale role's own ``auth_key_kind`` (one copy of the rule), and written to
+``secrets/tailscale.key`` (0600) by rename, so a reader sees the old key or the new one, never
+half of either. Roles copy it to the nodes from there; it never travels as a variable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+from meshctl import resources, runner
+from meshctl.errors import InventoryError, PlaybookError, UsageError
+from meshctl.mesh import Mesh, Node
+
+KEY_FILE = "tailscale.key"
+KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/64-hex Headscale pre-auth key"
+
+
+@cache
+def _plugin() -> ModuleType:
+    path = resources.roles_dir() / "tailscale" / "filter_plugins" / "tailscale_status.py"
+    spec = importlib.util.spec_from_file_location("meshctl._tailscale_status", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def key_path(mesh: Mesh) -> Path:
+    return mesh.secrets / KEY_FILE
+
+
+def uses_tailscale(mesh_vars: dict) -> bool:
+    return bool(mesh_vars.get("mesh_tailscale"))
+
+
+def mesh_tags(mesh: Mesh, mesh_vars: dict) -> list:
+    """tailscale_tags from mesh.yml's vars or group_vars/all.yml (where users set role variables)."""
+    tags = mesh_vars.get("tailscale_tags")
+    group_vars = mesh.path / "group_vars" / "all.yml"
+    if not tags and group_vars.is_file():
+        try:
+            tags = (yaml.safe_load(group_vars.read_text()) or {}).get("tailscale_tags")
+        except (yaml.YAMLError, AttributeError):
+            tags = None
+    return list(tags or [])
+
+
+def read_key(key_file: str | None, prompt) -> str:
+    """The key from FILE, from standard input (``-``) or from ``prompt()`` (hidden input)."""
+    if key_file == "-":
+        text = sys.stdin.read()
+    elif key_file:
+        try:
+            text = Path(key_file).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read --key-file {key_file}: {exc.strerror}") from None
+    elif prompt is None:
+        raise UsageError(
+            "no auth key given and no terminal to ask on",
+            hint="pass --key-file FILE (or --key-file - to read it from standard input)",
+        )
+    else:
+        text = prompt()
+    return text.strip()
+
+
+def check_key(key: str, tags: list, source: str) -> str:
+    """The key's kind; UsageError (which never quotes the key) when it cannot be one."""
+    kind = _plugin().auth_key_kind(key)
+    if kind is None:
+        raise UsageError(
+            f"{source} does not hold a Tailscale auth key",
+            hint=f"make one in the admin console (Settings > Keys); meshctl accepts {KEY_SHAPES}",
+        )
+    if kind == "client" and not tags:
+        raise UsageError(
+            f"{source} holds an OAuth client secret, which can only register tagged nodes",
+            hint="set tailscale_tags (e.g. [tag:meshctl]) in group_vars/all.yml, or use a tskey-auth- key",
+        )
+    return kind
+
+
+def store_key(mesh: Mesh, key: str) -> Path:
+    """Replace secrets/tailscale.key atomically (temp file 0600, fsync, rename)."""
+    mesh.secrets.mkdir(mode=0o700, exist_ok=True)
+    target = key_path(mesh)
+    fd, tmp = tempfile.mkstemp(prefix=".tailscale.key.", dir=mesh.secrets)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(mesh.secrets, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return target
+
+
+@dataclass
+class RotationRow:
+    node: str
+    before: str
+    after: str
+    action: str
+    result: str
+    ok: bool
+
+
+def _state(facts: dict | None) -> str:
+    if not facts:
+        return "?"
+    return f"{facts.get('backend_state', '?')} {facts.get('ipv4') or '-'}"
+
+
+ACTIONS = {
+    "none": "kept its login",
+    "join": "joined",
+    "reauth": "logged in again",
+    "rename": "renamed",
+}
+
+
+def rotation_rows(nodes: list[Node], result: runner.RunResult) -> list[RotationRow]:
+    """One row per tailnet node from the run's reports and failures."""
+    failures: dict[str, runner.Failure] = {}
+    for failure in result.failures:
+        failures.setdefault(failure.host, failure)
+    rows = []
+    for node in nodes:
+        report = result.reports.get(node.name)
+        failure = failures.get(node.name)
+        stats = result.stats.get(node.name, {})
+        before = _state(report.get("before")) if report else "?"
+        after = _state(report.get("after")) if report else "?"
+        action = ACTIONS.get(report.get("action"), report.get("action")) if report else "-"
+        if report and report.get("key_updated"):
+            action += ", new key file"
+        old_ip = (report or {}).get("before", {}).get("ipv4")
+        new_ip = (report or {}).get("after", {}).get("ipv4")
+        if stats.get("unreachable"):
+            text = f"UNREACHABLE ({failure.message if failure else 'no answer'}): re-run when it is back"
+        elif report and old_ip and new_ip and old_ip != new_ip:
+            text = f"IP CHANGED {old_ip} -> {new_ip}: run `meshctl apply` so Slurm and NFS use it"
+        elif failure:
+            text = f"FAILED at '{failure.task}': {failure.message}"
+        elif report and report.get("after", {}).get("backend_state") == "Running":
+            text = "ok"
+        else:
+            text = "no report (did the play reach this node?)"
+        rows.append(RotationRow(node.name, before, after, action, text, text == "ok"))
+    return rows
+
+
+def require_tailscale(mesh_vars: dict) -> None:
+    if not uses_tailscale(mesh_vars):
+        raise InventoryError(
+            "this mesh does not use Tailscale (mesh_tailscale is not set in mesh.yml)",
+            hint="create the mesh with `meshctl init --authkey-file FILE` to run it over a tailnet",
+        )
+
+
+def group_vars_text(tags: list[str], login_server: str | None) -> str:
+    """Lines for group_vars/all.yml that `meshctl init` writes for a tailnet mesh."""
+    lines = ["# Tailscale (see roles/tailscale/README.md for every variable)."]
+    lines.append(f"tailscale_tags: {yaml.safe_dump(list(tags), default_flow_style=True).strip()}")
+    if login_server:
+        lines.append(f"tailscale_login_server: {yaml.safe_dump(login_server).splitlines()[0]}")
+    return "\n".join(lines) + "\n"
+
+
+def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
+    """Run rotate_authkey.yml on every active tailnet node; returns (rows, all_ok)."""
+    require_tailscale(mesh_vars)
+    members = [n for n in nodes if n.state == "active"]
+    if not members:
+        raise InventoryError("the mesh has no active node to rotate", hint="add nodes with `meshctl add-node`")
+    result = runner.run_playbook(
+        "rotate_authkey.yml",
+        mesh.inventory,
+        limit=",".join(n.name for n in members),
+        verbosity=verbosity,
+        known_hosts=mesh.known_hosts,
+        progress=progress,
+        extravars={"tailscale_force_reauth": True} if force else None,
+    )
+    rows = rotation_rows(members, result)
+    return rows, all(r.ok for r in rows) and result.ok
+
+
+def record_addresses(nodes: list[Node], result: runner.RunResult) -> list[str]:
+    """Write each node's tailnet IPv4 (from the tailscale role's report) into its record.
+
+    Returns one note per node whose address changed: the other nodes' Slurm and NFS settings
+    follow on the same run, but a user should know.
+    """
+    notes = []
+    for node in nodes:
+        report = result.reports.get(node.name) or {}
+        address = (report.get("after") or {}).get("ipv4")
+        if address and address != node.mesh_address:
+            notes.append(f"{node.name}: mesh address {node.mesh_address or '-'} -> {address} (its tailnet IPv4)")
+            node.mesh_address = address
+    return notes
+
+
+def require_rotated(rows: list[RotationRow]) -> None:
+    behind = [r.node for r in rows if not r.ok]
+    if behind:
+        raise PlaybookError(
+            f"{len(behind)} of {len(rows)} nodes are not on the new key: {', '.join(behind)}",
+            hint="the new key is stored; fix what the table says and run `meshctl rotate-authkey --stored`",
+        )
