@@ -149,7 +149,10 @@ def test_saved_file_is_plain_yaml_with_a_header(tmp_path):
 def test_the_documented_example_inventory_loads(tmp_path):
     example = Path(__file__).resolve().parents[2] / "inventory" / "example.yml"
     (tmp_path / "mesh.yml").write_text(example.read_text())
-XX: ("local", ["head", "compute"], "active"),
+    nodes, mesh_vars = Mesh(tmp_path).load()
+    assert mesh_vars == {"mesh_tailscale": True}
+    assert {n.name: (n.provider, n.roles, n.state) for n in nodes} == {
+        "desk": ("local", ["head", "compute"], "active"),
         "ps-a6000": ("paperspace", ["compute"], "active"),
         "lambda-cpu": ("lambda", ["compute"], "active"),
     }
