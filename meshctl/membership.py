@@ -309,14 +309,29 @@ class NodeStatus:
     daemon: str = "?"
     slurm: str = "?"
     nfs: str = "?"
+    tailnet: str = "-"
     gpus: str = ""
     error: str = ""
     healthy: bool = field(default=False)
 
 
-def probe_script(daemons: list[str], is_head: bool) -> str:
+# Prints "<BackendState> <IPv4 or -> [userspace]" from `tailscale status --json`.
+TAILNET_PROBE = (
+    "import json,sys; d=json.load(sys.stdin); s=d.get('Self') or {}; "
+    "ips=[i for i in (s.get('TailscaleIPs') or []) if '.' in i]; "
+    "print(d.get('BackendState','?'), ips[0] if ips else '-', 'userspace' if d.get('TUN') is False else '')"
+)
+
+
+def probe_script(daemons: list[str], is_head: bool, tailnet: bool = False) -> str:
     """Shell that prints key=value lines about one node's services; changes nothing."""
     lines = ["echo munge=$(systemctl is-active munge)"]
+    if tailnet:
+        lines.append(
+            "if command -v tailscale >/dev/null 2>&1; then "
+            f"echo tailnet=$(tailscale status --json 2>/dev/null | python3 -c {shlex.quote(TAILNET_PROBE)} "
+            "2>/dev/null || echo down); else echo tailnet=absent; fi"
+        )
     lines += [f"echo {d}=$(systemctl is-active {d})" for d in daemons]
     if is_head:
         lines.append(
@@ -337,11 +352,20 @@ def parse_probe(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def judge(node: Node, daemons: list[str], probe: dict[str, str], slurm_state: str) -> bool:
+def tailnet_ok(node: Node, tailnet: str | None) -> bool:
+    """Running, on the address the mesh uses for it, with a TUN device (None: the mesh has no tailnet)."""
+    if tailnet is None:
+        return True
+    parts = tailnet.split()
+    return parts[:2] == ["Running", node.mesh_address] and "userspace" not in parts
+
+
+def judge(node: Node, daemons: list[str], probe: dict[str, str], slurm_state: str, tailnet: bool = False) -> bool:
     base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
     in_slurm = base in READY_STATES or "compute" not in node.roles
     services = all(probe.get(k) == "active" for k in ["munge", *daemons])
-    return node.state == "active" and services and in_slurm and probe.get("nfs") in NFS_OK
+    on_tailnet = tailnet_ok(node, probe.get("tailnet", "?") if tailnet else None)
+    return node.state == "active" and services and in_slurm and probe.get("nfs") in NFS_OK and on_tailnet
 
 
 def mlflow_health(mesh: Mesh, head: Node, port: int = 5000) -> str:
@@ -351,9 +375,10 @@ def mlflow_health(mesh: Mesh, head: Node, port: int = 5000) -> str:
     return result.stdout.strip() if result.rc == 0 else "unreachable"
 
 
-def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], str, bool]:
+def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tuple[list[NodeStatus], str, bool]:
     """One row per node, MLflow's health, and whether everything is healthy."""
     head = head_of(nodes)
+    on_tailnet = tailnet.uses_tailscale(mesh_vars or {})
     sinfo = _on(mesh, head, "sinfo --noheader --Node --format='%N|%T|%G'", timeout=30)
     states: dict[str, tuple[str, str]] = {}
     if sinfo.rc == 0:
@@ -365,7 +390,7 @@ def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], str, bool]:
     def one(node: Node) -> NodeStatus:
         is_head = node is head
         daemons = (["slurmctld"] if is_head else []) + (["slurmd"] if "compute" in node.roles else [])
-        result = _on(mesh, node, probe_script(daemons, is_head), timeout=30)
+        result = _on(mesh, node, probe_script(daemons, is_head, on_tailnet), timeout=30)
         if result.rc == 255 and not result.stdout:
             what, _fix = ssh.explain_failure(result.stderr, node.user, node.host, node.port)
             return NodeStatus(node.name, False, error=what)
@@ -378,11 +403,16 @@ def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], str, bool]:
             daemon=", ".join(f"{d} {probe.get(d, '?')}" for d in daemons),
             slurm=slurm_state,
             nfs=probe.get("nfs", "?"),
+            tailnet=probe.get("tailnet", "?") if on_tailnet else "-",
             gpus="" if gres in ("(null)", "") else gres,
         )
-        st.healthy = judge(node, daemons, probe, slurm_state)
+        st.healthy = judge(node, daemons, probe, slurm_state, on_tailnet)
         if node.state != "active":
             st.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
+        elif "userspace" in st.tailnet.split():
+            st.error = "no TUN device: reachable, but its Slurm replies, NFS and NCCL cannot reach the tailnet"
+        elif not tailnet_ok(node, st.tailnet if on_tailnet else None):
+            st.error = f"tailnet is not Running on {node.mesh_address}: `meshctl rotate-authkey --stored` logs it in"
         elif st.nfs == "fstab-only":
             st.error = "kernel cannot mount NFS: jobs here do not see the share"
         return st
@@ -391,6 +421,24 @@ def status(mesh: Mesh, nodes: list[Node]) -> tuple[list[NodeStatus], str, bool]:
         rows = list(pool.map(one, nodes))
     mlflow = mlflow_health(mesh, head)
     return rows, mlflow, all(r.healthy for r in rows) and sinfo.rc == 0 and mlflow == "OK"
+
+
+# The node forgets the mesh's key first, so it cannot register again, then logs out. Over SSH on
+# its tailnet address the session ends with the logout: that is reported as done.
+LEAVE_TAILNET = (
+    "rm -f /etc/tailscale/meshctl-authkey; systemctl disable meshctl-tailscale-up.service >/dev/null 2>&1; "
+    "tailscale logout"
+)
+
+
+def tailnet_leave(mesh: Mesh, node: Node) -> str:
+    result = _on(mesh, node, LEAVE_TAILNET, timeout=60)
+    if result.rc == 0 or (result.rc == 255 and node.host == node.mesh_address):
+        return "logged out of the tailnet; its copy of the auth key deleted"
+    return (
+        f"could not log out of the tailnet ({(result.stderr or result.stdout).strip()[:200]}): "
+        "remove the machine in the admin console"
+    )
 
 
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):
@@ -422,6 +470,8 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
         say(f"{name}: no jobs left")
     stop = _on(mesh, node, "systemctl disable --now slurmd 2>/dev/null; true", timeout=30)
     say(f"{name}: slurmd stopped" if stop.rc == 0 else f"{name}: unreachable, slurmd left as it is")
+    if tailnet.uses_tailscale(mesh_vars) and stop.rc != 255:
+        say(f"{name}: {tailnet_leave(mesh, node)}")
     remaining = [n for n in nodes if n.name != name]
     mesh.save(remaining, mesh_vars)
     say(f"{name}: removed from {mesh.inventory.name}")

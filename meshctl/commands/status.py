@@ -21,18 +21,21 @@ class Unhealthy(MeshctlError):
 @json_option
 @mesh_option
 def command(as_json, mesh_dir) -> None:
-    """SSH, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
+    """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
-    nodes, _vars = mesh.load()
-    rows, mlflow, healthy = membership.status(mesh, nodes)
+    nodes, mesh_vars = mesh.load()
+    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "nodes": [dataclasses.asdict(r) for r in rows]}
         click.echo(json.dumps(out, indent=2))
     else:
         display.table(
             "Mesh status",
-            ["node", "ssh", "munge", "slurm daemons", "slurm", "nfs", "gpus", "note"],
-            [[r.name, "ok" if r.ssh else "DOWN", r.munge, r.daemon, r.slurm, r.nfs, r.gpus, r.error] for r in rows],
+            ["node", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus", "note"],
+            [
+                [r.name, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus, r.error]
+                for r in rows
+            ],
         )
         click.echo(f"MLflow on the head: {mlflow}")
     if not healthy:

@@ -89,8 +89,8 @@ def key_expired(expiry, now=None):
     except ValueError:
         return False
     if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return when <= (now or datetime.datetime.now(datetime.timezone.utc))
+        when = when.replace(tzinfo=datetime.UTC)
+    return when <= (now or datetime.datetime.now(datetime.UTC))
 
 
 def tailscale_join_action(status, hostname, force=False, now=None):
