@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ def run_args(node: Node, image: str, network: str = NETWORK) -> list[str]:
     args += ["--label", "org.meshctl.localmesh=1"]
     for cap in CAPABILITIES:
         args += ["--cap-add", cap]
+    if os.path.exists("/dev/net/tun"):  # Tailscale's kernel networking, as on a VM
+        args += ["--device", "/dev/net/tun"]
     return [*args, image]
 
 
