@@ -403,7 +403,7 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
             daemon=", ".join(f"{d} {probe.get(d, '?')}" for d in daemons),
             slurm=slurm_state,
             nfs=probe.get("nfs", "?"),
-            tailnet=probe.get("tailnet", "?") if on_tailnet else "-",
+            tailnet=probe.get("tailnet", "?").strip() if on_tailnet else "-",
             gpus="" if gres in ("(null)", "") else gres,
         )
         st.healthy = judge(node, daemons, probe, slurm_state, on_tailnet)

@@ -35,3 +35,12 @@ def test_plain_progress_counts_names_failures_and_recaps():
     assert recap[1].split() == ["host", "ok", "changed", "failed", "unreachable", "skipped"]
     assert recap[2].split() == ["gpu1", "1", "0", "1", "0", "0"]
     assert recap[3].split() == ["head", "1", "2", "0", "0", "0"]
+
+
+def test_reports_set_by_roles_are_collected_per_host():
+    progress = runner.Progress(out=io.StringIO(), live=False)
+    report = {"action": "join", "after": {"backend_state": "Running", "ipv4": "100.64.0.7"}}
+    progress.event(event("runner_on_ok", "gpu1", res={"ansible_facts": {"tailscale_report": report, "other": 1}}))
+    progress.event(event("runner_on_ok", "head", res={"ansible_facts": {"mesh_hw": {"cpus": 4}}}))
+    progress.event(event("runner_on_ok", "cpu1", res={"censored": "the output has been hidden"}))  # no_log
+    assert progress.reports == {"gpu1": report}

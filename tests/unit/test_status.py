@@ -89,3 +89,60 @@ def test_each_fault_is_unhealthy(mesh, monkeypatch, probe, mlflow):
     monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
     _rows, _mlflow, healthy = membership.status(mesh, mesh.load()[0])
     assert healthy is False
+
+
+@pytest.fixture
+def tailnet_mesh(mesh):
+    nodes, _ = mesh.load()
+    mesh.save(nodes, {"mesh_tailscale": True})
+    return mesh
+
+
+def with_tailnet(result: ssh.SshResult, tailnet: str) -> ssh.SshResult:
+    return ssh.SshResult(result.rc, result.stdout + f"tailnet={tailnet}\n", result.stderr)
+
+
+def test_probe_script_asks_tailscale_only_on_a_tailnet_mesh():
+    assert "tailscale status --json" not in membership.probe_script(["slurmd"], is_head=False)
+    script = membership.probe_script(["slurmd"], is_head=False, tailnet=True)
+    assert "tailscale status --json" in script and "tailnet=absent" in script
+
+
+def test_tailnet_probe_reads_real_status_json(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import fixture_text
+
+    text = fixture_text("tailscale-status/needslogin-1.94.2-proxmox-linux-no-ips.txt")
+    out = subprocess.run([sys.executable, "-c", membership.TAILNET_PROBE], input=text, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert out.split() == ["NeedsLogin", "-"]
+
+
+def test_tailnet_column_and_health(tailnet_mesh, monkeypatch):
+    replies = {
+        "head": with_tailnet(HEAD_OK, "Running 100.64.0.1 "),
+        "gpu1": with_tailnet(GPU_OK, "Running 100.64.0.2 userspace"),  # no TUN device
+        "cpu1": with_tailnet(GPU_OK, "NeedsLogin - "),
+    }
+    monkeypatch.setattr(membership, "_on", answer(replies))
+    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
+    rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    by = {r.name: r for r in rows}
+    assert by["head"].healthy and by["head"].tailnet == "Running 100.64.0.1"
+    assert not by["gpu1"].healthy and "NCCL" in by["gpu1"].error
+    assert not by["cpu1"].healthy and "rotate-authkey --stored" in by["cpu1"].error
+    assert healthy is False
+
+
+def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, monkeypatch):
+    replies = {
+        "head": with_tailnet(HEAD_OK, "Running 100.64.0.1 "),
+        "gpu1": with_tailnet(GPU_OK, "Running 100.64.9.9 "),  # Slurm and NFS still use 100.64.0.2
+        "cpu1": with_tailnet(GPU_OK, "Running 100.64.0.3 "),
+    }
+    monkeypatch.setattr(membership, "_on", answer(replies))
+    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
+    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    assert [r.name for r in rows if not r.healthy] == ["gpu1"]
