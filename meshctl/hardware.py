@@ -7,8 +7,6 @@ the lines come from the slurm role's own Jinja snippets (``node_line.j2``, ``gre
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from functools import cache
 from types import ModuleType
 
@@ -19,14 +17,8 @@ from meshctl import resources
 from meshctl.errors import ParseError, UsageError
 
 
-@cache
 def mesh_hw() -> ModuleType:
-    path = resources.roles_dir() / "mesh_facts" / "module_utils" / "mesh_hw.py"
-    spec = importlib.util.spec_from_file_location("meshctl._mesh_hw", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return resources.role_module("mesh_facts/module_utils/mesh_hw.py")
 
 
 @cache

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from meshctl.errors import EnvironmentProblem
 
@@ -34,3 +38,15 @@ def playbook(name: str) -> Path:
 
 def roles_dir() -> Path:
     return data_dir() / "roles"
+
+
+@cache
+def role_module(relative: str) -> ModuleType:
+    """Import a Python file shipped inside a role (``slurm/...``), so the CLI and the roles share one copy."""
+    path = roles_dir() / relative
+    name = "meshctl._role_" + relative.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -8,12 +8,10 @@ half of either. Roles copy it to the nodes from there; it never travels as a var
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -27,14 +25,8 @@ KEY_FILE = "tailscale.key"
 KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/64-hex Headscale pre-auth key"
 
 
-@cache
 def _plugin() -> ModuleType:
-    path = resources.roles_dir() / "tailscale" / "filter_plugins" / "tailscale_status.py"
-    spec = importlib.util.spec_from_file_location("meshctl._tailscale_status", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return resources.role_module("tailscale/filter_plugins/tailscale_status.py")
 
 
 def key_path(mesh: Mesh) -> Path:
