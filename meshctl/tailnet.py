@@ -180,7 +180,7 @@ def group_vars_text(tags: list[str], login_server: str | None) -> str:
 
 
 def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
-    """Run rotate_authkey.yml on every active tailnet node; returns (rows, all_ok)."""
+    """Run rotate_authkey.yml on every active tailnet node; one row per node (``require_rotated`` judges)."""
     require_tailscale(mesh_vars)
     members = [n for n in nodes if n.state == "active"]
     if not members:
@@ -194,8 +194,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
         progress=progress,
         extravars={"tailscale_force_reauth": True} if force else None,
     )
-    rows = rotation_rows(members, result)
-    return rows, all(r.ok for r in rows) and result.ok
+    return rotation_rows(members, result)
 
 
 def record_addresses(nodes: list[Node], result: runner.RunResult) -> list[str]:

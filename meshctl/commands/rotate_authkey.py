@@ -47,7 +47,7 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
         if not stored:
             path = tailnet.store_key(mesh, key)
             click.echo(f"new {kind} key stored in {path} (0600)")
-        rows, _ok = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
+        rows = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
     display.table(
         "Auth key rotation",
         ["node", "before", "after", "action", "result"],
