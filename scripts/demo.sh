@@ -8,7 +8,6 @@ DEMO=.demo
 MESH=$DEMO/mesh
 KEY=$DEMO/id_ed25519
 HEAD=100.100.20.10 GPU1=100.100.20.11 CPU1=100.100.20.12
-FIXTURES=../shared/fixtures
 SSH=(ssh -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o "UserKnownHostsFile=$MESH/known_hosts" -o LogLevel=ERROR)
 
 mkdir -p "$DEMO"; chmod 700 "$DEMO"
@@ -16,22 +15,10 @@ mkdir -p "$DEMO"; chmod 700 "$DEMO"
 echo "==> Giving the demo nodes the demo SSH key (what a cloud provider does at boot)"
 python -m meshctl.localmesh authorize --key "$KEY.pub" head gpu1 cpu1
 
-# gpu1 gets simulated GPUs: the stand-in nvidia-smi from molecule/resources (a test double,
-# printing a real 2-GPU output from the fixtures) and /dev/nvidia0, /dev/nvidia1, /dev/nvidiactl.
-if [ -d "$FIXTURES" ]; then
-  echo "==> Simulating two GPUs on gpu1"
-  docker exec gpu1 mkdir -p /usr/local/share/meshctl-test
-  sed '/^# /d' "$FIXTURES/nvidia-smi-query/2x-mixed-rtx-a5000-rtx4500ada-index-name-uuid-mem-driver-powerlimit.txt" \
-    | docker exec -i gpu1 sh -c 'cat > /usr/local/share/meshctl-test/nvidia-smi-query.csv'
-  sed '/^# /d' "$FIXTURES/nvidia-smi-L/2x-quadro-rtx-4000-no-nvidia-prefix.txt" \
-    | docker exec -i gpu1 sh -c 'cat > /usr/local/share/meshctl-test/nvidia-smi-L.txt'
-  docker cp molecule/resources/nvidia-smi gpu1:/usr/local/bin/nvidia-smi
-  docker exec gpu1 chmod 0755 /usr/local/bin/nvidia-smi
-  docker exec gpu1 sh -c 'for m in 0 1; do [ -e /dev/nvidia$m ] || mknod -m 0666 /dev/nvidia$m c 195 $m; done;
-    [ -e /dev/nvidiactl ] || mknod -m 0666 /dev/nvidiactl c 195 255'
-else
-  echo "==> $FIXTURES not found: gpu1 joins without simulated GPUs"
-fi
+# gpu1 gets two simulated GPUs: the stand-in nvidia-smi (a test double printing real 2-GPU
+# outputs kept in molecule/resources/simulated-gpu) and /dev/nvidia0, /dev/nvidia1, /dev/nvidiactl.
+echo "==> Simulating two GPUs on gpu1"
+molecule/resources/simulate-gpus gpu1
 
 if [ ! -f "$MESH/mesh.yml" ]; then
   echo "==> meshctl init $MESH --head root@$HEAD"
@@ -58,9 +45,18 @@ meshctl status
 echo "==> A Slurm job across all nodes: srun -N3 hostname"
 "${SSH[@]}" "root@$HEAD" srun -N3 --label hostname | sort
 echo "==> Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES"
-"${SSH[@]}" "root@$HEAD" srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES || true
+visible=$("${SSH[@]}" "root@$HEAD" srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES)
+echo "CUDA_VISIBLE_DEVICES=$visible"
+if [ "$visible" != "0,1" ]; then
+  echo "demo: FAILED: a job asking for both GPUs of gpu1 saw CUDA_VISIBLE_DEVICES='$visible', not 0,1" >&2
+  exit 1
+fi
 echo "==> sinfo"
-"${SSH[@]}" "root@$HEAD" sinfo -N -o "'%N %T %c %m %G'"
+"${SSH[@]}" "root@$HEAD" sinfo -N -o "'%N %T %c %m %G'" | tee "$DEMO/sinfo.txt"
+if ! grep -Eq '^gpu1 .*gpu:[a-z0-9_]+:2' "$DEMO/sinfo.txt"; then
+  echo "demo: FAILED: sinfo does not show gpu1 with its two GPUs (gpu:TYPE:2)" >&2
+  exit 1
+fi
 echo "==> MLflow on the head, asked from cpu1 through the tracking URI every node has"
 "${SSH[@]}" "root@$CPU1" '. /etc/profile.d/meshctl-mlflow.sh; echo "MLFLOW_TRACKING_URI=$MLFLOW_TRACKING_URI";
   python3 -c "import os, urllib.request; print(\"health:\", urllib.request.urlopen(os.environ[\"MLFLOW_TRACKING_URI\"] + \"/health\").read().decode())"'

@@ -5,7 +5,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+# Real command outputs, each with its "# source:" provenance line (tests/fixtures/README.md).
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def fixture_text(relative: str) -> str:

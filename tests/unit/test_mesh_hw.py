@@ -1,4 +1,4 @@
-"""Parsers of roles/mesh_facts/module_utils/mesh_hw.py on every real output in shared/fixtures."""
+"""Parsers of roles/mesh_facts/module_utils/mesh_hw.py on every real output in tests/fixtures."""
 
 import pytest
 
@@ -240,3 +240,10 @@ def test_gpus_without_device_files_get_none(hw):
 )
 def test_every_fixture_has_an_expectation(folder, expected):
     assert sorted(f"{folder}/{name}" for name in expected) == fixtures_in(folder)
+
+
+def test_every_query_fixture_has_an_expectation():
+    # The header-less and the name-less captures have tests of their own above.
+    others = {"1x-h100-nvl-name-pcidevid-noheader.txt", "8x-rtx-pro-6000-index-migmode.txt"}
+    covered = sorted(f"nvidia-smi-query/{name}" for name in set(NVIDIA_QUERY) | others)
+    assert covered == fixtures_in("nvidia-smi-query")

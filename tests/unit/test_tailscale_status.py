@@ -1,4 +1,4 @@
-"""Tailscale output parsing on the real captures in shared/fixtures, and the join decision."""
+"""Tailscale output parsing on the real captures in tests/fixtures, and the join decision."""
 
 import pytest
 

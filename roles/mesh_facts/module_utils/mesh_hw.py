@@ -3,7 +3,7 @@
 
 Standard library only: this file runs on nodes as Ansible module_utils, and meshctl loads the
 same file for ``meshctl render-node``. Every function takes text and returns plain data, so it
-is unit-tested against real outputs in shared/fixtures.
+is unit-tested against real outputs in tests/fixtures.
 """
 
 from __future__ import annotations
