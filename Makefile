@@ -31,7 +31,7 @@ images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
 
 lint: venv
-	@$(T) ruff bash -c 'ruff check meshctl tests roles && ruff format --check meshctl tests roles'
+	@$(T) ruff bash -c 'ruff check meshctl tests roles bench && ruff format --check meshctl tests roles bench'
 	@$(T) yamllint yamllint -s .
 	@$(T) ansible-lint ansible-lint --offline -q
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from meshctl import __version__
-from meshctl.errors import MeshctlError
+from meshctl import __version__, display
+from meshctl.errors import MeshctlError, PartialError
 
 
 class MeshctlGroup(click.Group):
@@ -21,6 +21,10 @@ class MeshctlGroup(click.Group):
         except MeshctlError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            if isinstance(exc, PartialError) and exc.unreachable:
+                what = "start it, then `meshctl apply --limit {0}`; or `meshctl remove-node {0} --force`"
+                rows = [[name, said, what.format(name)] for name, said in exc.unreachable.items()]
+                display.table("Not reached", ["node", "what happened", "what to do"], rows)
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
 

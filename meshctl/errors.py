@@ -47,6 +47,16 @@ class PlaybookError(MeshctlError):
     exit_code = 5
 
 
+class PartialError(MeshctlError):
+    """The change was made on every node that could be reached; some could not."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, hint: str | None = None, unreachable: dict[str, str] | None = None) -> None:
+        super().__init__(message, hint)
+        self.unreachable = unreachable or {}
+
+
 class EnvironmentProblem(MeshctlError):
     """The machine meshctl runs on lacks something (Docker engine, debootstrap, ...)."""
 

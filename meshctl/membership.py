@@ -14,14 +14,13 @@ import re
 import shlex
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import netaddr
 
 from meshctl import preflight, runner, ssh, tailnet
-from meshctl.errors import InventoryError, PreflightError, UsageError
+from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
 from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
 
 GROUP_VARS_ALL = """---
@@ -158,27 +157,63 @@ def init_mesh(
     return mesh, node, report
 
 
-def overlay_for(nodes: list[Node]) -> dict:
-    """Inventory overlay that puts pending nodes into their role groups for one run."""
-    children: dict[str, dict] = {}
-    for node in nodes:
-        for role in node.roles:
-            children.setdefault(role, {"hosts": {}})["hosts"][node.name] = {}
-    return {"all": {"children": children}}
+def run(
+    mesh: Mesh,
+    nodes: list[Node],
+    mesh_vars: dict,
+    playbook: str,
+    progress,
+    targets: list[Node] | None = None,
+    leaving: list[Node] | tuple = (),
+    check: bool = False,
+    diff: bool = False,
+    verbosity: int = 0,
+    extravars: dict | None = None,
+) -> runner.RunResult:
+    """Run a playbook on ``targets`` (default: every node) with the inventory of the whole mesh.
 
-
-def _converge(mesh: Mesh, nodes: list[Node], progress, check=False, diff=False, verbosity=0, limit=None):
-    pending = [n for n in nodes if n.state == "pending"]
-    return runner.run_playbook(
-        "site.yml",
-        mesh.inventory,
-        extra_hosts=overlay_for(pending) if pending else None,
+    Nodes outside ``targets`` are in the inventory (their records and recorded facts) but are
+    never contacted. After a real run, each node that finished without a failure has its
+    hardware facts recorded in the mesh directory.
+    """
+    limit = None
+    if targets is not None:
+        limit = ",".join(["localhost", *dict.fromkeys(n.name for n in [*targets, *leaving])])
+    result = runner.run_playbook(
+        playbook,
+        mesh.run_inventory(nodes, mesh_vars, leaving=leaving),
+        mesh.path,
         limit=limit,
         check=check,
         diff=diff,
         verbosity=verbosity,
         known_hosts=mesh.known_hosts,
         progress=progress,
+        extravars=extravars,
+    )
+    if not check:
+        names = {n.name for n in nodes}
+        for host, hw in result.hw.items():
+            if host in names and result.succeeded(host):
+                mesh.record_facts(host, hw)
+    return result
+
+
+def unreachable_rows(result: runner.RunResult) -> dict[str, str]:
+    """Unreachable node -> what Ansible said."""
+    said = {f.host: f.message for f in result.failures}
+    return {host: said.get(host, "no answer") for host in result.unreachable}
+
+
+def raise_partial(result: runner.RunResult, done: str) -> None:
+    """Exit 'partial' when only some nodes could not be reached; a real failure exits 5."""
+    unreachable = unreachable_rows(result)
+    names = ", ".join(unreachable)
+    raise PartialError(
+        f"{done}; {len(unreachable)} node(s) could not be reached: {names}",
+        hint="start them (they rejoin Slurm by themselves) and run `meshctl apply --limit NODE`, "
+        "or take them out with `meshctl remove-node NODE --force`",
+        unreachable=unreachable,
     )
 
 
@@ -242,42 +277,62 @@ def plan_add(
 
 
 def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, progress, dry_run=False, verbosity=0):
-    """Run the mesh playbook with the new node; mark it (and any pending head) active on success."""
+    """Configure the new node and the head only; mark them active on success.
+
+    No other node is contacted: the head renders cluster-wide files from the records and the
+    recorded facts of the others.
+    """
     others = [n for n in nodes if n.name != plan.node.name]
     everyone = [*others, plan.node]
+    head = head_of(everyone)
     retry = f"fix the problem and run `meshctl add-node {plan.node.user}@{plan.node.host}:{plan.node.port}"
     retry += f" --name {plan.node.name}` again; the node is recorded as pending until it succeeds"
+    targets = [head, plan.node]
     if dry_run:
-        # The node is not written to mesh.yml: the overlay carries its whole record.
-        overlay = overlay_for([n for n in everyone if n.state == "pending"])
-        overlay["all"]["hosts"] = {plan.node.name: plan.node.hostvars()}
-        result = runner.run_playbook(
-            "site.yml", mesh.inventory, extra_hosts=overlay, check=True, diff=True, verbosity=verbosity,
-            known_hosts=mesh.known_hosts, progress=progress,
-        )  # fmt: skip
+        # The node is not written to mesh.yml: the run's inventory carries its whole record.
+        result = run(mesh, everyone, mesh_vars, "site.yml", progress, targets, check=True, diff=True,
+                     verbosity=verbosity)  # fmt: skip
         runner.raise_for(result, "the dry run found a problem; nothing was changed")
         return result
     mesh.save(everyone, mesh_vars)
-    result = _converge(mesh, everyone, progress, verbosity=verbosity)
+    result = run(mesh, everyone, mesh_vars, "site.yml", progress, targets, verbosity=verbosity)
     runner.raise_for(result, retry)
-    for node in everyone:
+    for node in targets:
         node.state = "active"
-    result.notes = tailnet.record_addresses(everyone, result)
+    result.notes = tailnet.record_addresses(targets, result)
     mesh.save(everyone, mesh_vars)
     return result
 
 
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
-    result = _converge(mesh, nodes, progress, check=check, diff=diff, verbosity=verbosity, limit=limit)
-    runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
+    """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
+
+    Nodes that cannot be reached are reported (exit 'partial'); the others are converged.
+    """
+    targets = None
+    if limit:
+        wanted = [part.strip() for part in limit.split(",") if part.strip()]
+        unknown = [w for w in wanted if w not in {n.name for n in nodes}]
+        if unknown:
+            names = ", ".join(unknown)
+            raise UsageError(f"--limit names no node of the mesh: {names}", hint="`meshctl status` lists the nodes")
+        targets = [head_of(nodes), *(n for n in nodes if n.name in wanted)]
+    result = run(mesh, nodes, mesh_vars, "site.yml", progress, targets, check=check, diff=diff, verbosity=verbosity)
+    reached = [n for n in (targets or nodes) if result.succeeded(n.name)]
+    head_lost = head_of(nodes).name in result.unreachable
+    partial = not result.ok and not result.failed and bool(result.unreachable) and not head_lost
+    if not partial:
+        runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
     if not check:
-        result.notes = tailnet.record_addresses(nodes, result)
+        result.notes = tailnet.record_addresses(reached, result)
         changed = bool(result.notes)
-        for node in nodes:
-            if node.state == "pending" and limit is None:
+        for node in reached:
+            if node.state == "pending":
                 node.state, changed = "active", True
         if changed:
             mesh.save(nodes, mesh_vars)
+    if partial:
+        raise_partial(result, f"converged {len(reached)} node(s)")
     return result
 
 
@@ -423,58 +478,28 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
     return rows, mlflow, all(r.healthy for r in rows) and sinfo.rc == 0 and mlflow == "OK"
 
 
-# The node forgets the mesh's key first, so it cannot register again, then logs out. Over SSH on
-# its tailnet address the session ends with the logout: that is reported as done.
-LEAVE_TAILNET = (
-    "rm -f /etc/tailscale/meshctl-authkey; systemctl disable meshctl-tailscale-up.service >/dev/null 2>&1; "
-    "tailscale logout"
-)
-
-
-def tailnet_leave(mesh: Mesh, node: Node) -> str:
-    result = _on(mesh, node, LEAVE_TAILNET, timeout=60)
-    if result.rc == 0 or (result.rc == 255 and node.host == node.mesh_address):
-        return "logged out of the tailnet; its copy of the auth key deleted"
-    return (
-        f"could not log out of the tailnet ({(result.stderr or result.stdout).strip()[:200]}): "
-        "remove the machine in the admin console"
-    )
-
-
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):
+    """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
+    node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
+    No other node is contacted."""
     node = next((n for n in nodes if n.name == name), None)
     if node is None:
         raise UsageError(f"no node named {name} in the mesh", hint="`meshctl status` lists the nodes")
     if "head" in node.roles:
         raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
     head = head_of(nodes)
-    if node.state == "active" and "compute" in node.roles:
-        drain = _on(mesh, head, f"scontrol update NodeName={name} State=DRAIN Reason='meshctl remove-node'")
-        if drain.rc != 0 and "Invalid node name" not in drain.stderr:
-            raise InventoryError(f"could not drain {name}: {drain.stderr.strip()}", hint="check `meshctl status`")
-        say(f"{name}: drained in Slurm")
-        if force:
-            _on(mesh, head, f"scancel --nodelist={name}")
-            say(f"{name}: --force: its jobs were cancelled")
-        deadline = time.monotonic() + timeout
-        while True:
-            jobs = _on(mesh, head, f"squeue --noheader --nodelist={name} --format=%i")
-            if jobs.rc == 0 and not jobs.stdout.strip():
-                break
-            if time.monotonic() > deadline:
-                raise InventoryError(
-                    f"{name} still runs jobs {', '.join(jobs.stdout.split())} after {timeout:.0f}s",
-                    hint="wait and run again, or pass --force to cancel them (the node stays drained)",
-                )
-            time.sleep(3)
-        say(f"{name}: no jobs left")
-    stop = _on(mesh, node, "systemctl disable --now slurmd 2>/dev/null; true", timeout=30)
-    say(f"{name}: slurmd stopped" if stop.rc == 0 else f"{name}: unreachable, slurmd left as it is")
-    if tailnet.uses_tailscale(mesh_vars) and stop.rc != 255:
-        say(f"{name}: {tailnet_leave(mesh, node)}")
     remaining = [n for n in nodes if n.name != name]
+    extravars = {"slurm_drain_force": bool(force), "slurm_drain_timeout": int(timeout)}
+    result = run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node], extravars=extravars)
+    if result.failed or head.name in result.unreachable:
+        retry = f"{name} is still in the mesh; fix the problem and run `meshctl remove-node {name}` again"
+        runner.raise_for(result, retry)
+    if name in result.unreachable:
+        say(
+            f"{name}: could not be reached: its slurmd and Tailscale login were left as they are; "
+            "delete the machine at its provider (it would register with Slurm again if it booted)"
+        )
     mesh.save(remaining, mesh_vars)
+    mesh.forget_facts(name)
     say(f"{name}: removed from {mesh.inventory.name}")
-    result = _converge(mesh, remaining, progress)
-    runner.raise_for(result, "the node is out of the inventory; run `meshctl apply` to finish updating the others")
     return result

@@ -28,6 +28,7 @@ from meshctl.errors import InventoryError, UsageError
 INVENTORY = "mesh.yml"
 LOCK = "mesh.lock"
 SECRETS = "secrets"
+FACTS = "facts"  # one <node>.json per node: its hardware facts (mesh_hw) after its last converge
 PROVIDERS = ("local", "paperspace", "lambda", "runpod", "generic")
 ROLES = ("head", "compute")
 STATES = ("pending", "active")
@@ -157,26 +158,50 @@ class Node:
             raise InventoryError(f"node {name}: bad or missing field ({exc})") from None
 
 
-def to_inventory(nodes: list[Node], mesh_vars: dict) -> dict:
-    """The Ansible inventory for these nodes: hosts with records, groups derived from them."""
-    hosts = {n.name: n.hostvars() for n in nodes}
+def to_inventory(
+    nodes: list[Node],
+    mesh_vars: dict,
+    *,
+    facts: dict[str, dict] | None = None,
+    secrets: Path | None = None,
+    leaving: list[Node] | tuple = (),
+) -> dict:
+    """The Ansible inventory for these nodes: hosts with records, groups derived from them.
+
+    This one function builds both ``mesh.yml`` (no keyword arguments) and the inventory of every
+    run (``Mesh.run_inventory``): for a run, pending nodes also join their role groups (they are
+    being configured), recorded hardware facts become each node's ``mesh_hw`` (so the head renders
+    cluster-wide files without reaching the other nodes; a node in the run gathers fresh facts,
+    which take precedence), the secrets folder is named, and nodes leaving the mesh are hosts of
+    group ``leaving`` only.
+    """
+    for_run = facts is not None
+    hosts = {n.name: n.hostvars() for n in [*nodes, *leaving]}
     children: dict[str, dict] = {}
 
     def add(group: str, name: str) -> None:
         children.setdefault(group, {"hosts": {}})["hosts"][name] = {}
 
     for n in nodes:
-        if n.state == "active":
+        if n.state == "active" or for_run:
             for role in n.roles:
                 add(role, n.name)
-        else:
+        if n.state != "active":
             add("pending", n.name)
         add(n.provider, n.name)
         if mesh_vars.get("mesh_tailscale"):
             add("tailnet", n.name)
-    for group in (*ROLES, "pending", "tailnet"):
+        if for_run and n.name in facts:
+            hosts[n.name]["mesh_hw"] = facts[n.name]
+    for n in leaving:
+        add("leaving", n.name)
+        add(n.provider, n.name)
+    for group in (*ROLES, "pending", "tailnet", *(("leaving",) if for_run else ())):
         children.setdefault(group, {"hosts": {}})
-    return {"all": {"vars": dict(mesh_vars), "hosts": hosts, "children": children}}
+    all_vars = dict(mesh_vars)
+    if secrets is not None:
+        all_vars["mesh_secrets_dir"] = str(secrets)
+    return {"all": {"vars": all_vars, "hosts": hosts, "children": children}}
 
 
 def from_inventory(data: object) -> tuple[list[Node], dict]:
@@ -214,6 +239,32 @@ class Mesh:
     @property
     def known_hosts(self) -> Path:
         return self.path / "known_hosts"
+
+    @property
+    def facts_dir(self) -> Path:
+        return self.path / FACTS
+
+    def load_facts(self) -> dict[str, dict]:
+        """Each node's recorded hardware facts; a file that cannot be read is left out (re-gathered)."""
+        facts: dict[str, dict] = {}
+        for path in sorted(self.facts_dir.glob("*.json")) if self.facts_dir.is_dir() else []:
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(path.read_text())
+                if isinstance(data, dict) and NAME_RE.match(path.stem):
+                    facts[path.stem] = data
+        return facts
+
+    def record_facts(self, name: str, hw: dict) -> None:
+        self.facts_dir.mkdir(exist_ok=True)
+        atomic_write(self.facts_dir / f"{check_name(name)}.json", json.dumps(hw, indent=1, sort_keys=True) + "\n")
+
+    def forget_facts(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.facts_dir / f"{check_name(name)}.json").unlink()
+
+    def run_inventory(self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = ()) -> dict:
+        """The inventory one Ansible run gets (see ``to_inventory``)."""
+        return to_inventory(nodes, mesh_vars, facts=self.load_facts(), secrets=self.secrets, leaving=leaving)
 
     @classmethod
     def find(cls, explicit: str | None = None, cwd: Path | None = None) -> Mesh:

@@ -25,6 +25,8 @@ from meshctl.errors import PlaybookError
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
 REPORT_FACTS = ("tailscale_report",)
+# The hardware facts the mesh_facts module returns; meshctl records them per node after a run.
+HW_FACT = "mesh_hw"
 
 
 @dataclass
@@ -43,10 +45,24 @@ class RunResult:
     changed: dict[str, list[str]] = field(default_factory=dict)
     reports: dict[str, dict] = field(default_factory=dict)  # per host: facts named in REPORT_FACTS
     notes: list[str] = field(default_factory=list)  # what meshctl learned from the run, for the user
+    hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
 
     @property
     def ok(self) -> bool:
         return self.status == "successful" and self.rc == 0
+
+    @property
+    def unreachable(self) -> list[str]:
+        return sorted(h for h, c in self.stats.items() if c.get("unreachable"))
+
+    @property
+    def failed(self) -> list[str]:
+        """Hosts with a failed task (unreachable ones not counted)."""
+        return sorted({f.host for f in self.failures} - set(self.unreachable))
+
+    def succeeded(self, host: str) -> bool:
+        counts = self.stats.get(host, {})
+        return bool(counts) and not counts.get("failed") and not counts.get("unreachable")
 
 
 def _message(res: dict) -> str:
@@ -91,6 +107,7 @@ class Progress:
         self.failures: list[Failure] = []
         self.changed: dict[str, list[str]] = defaultdict(list)
         self.reports: dict[str, dict] = {}
+        self.hw: dict[str, dict] = {}
         self._rich = None
         if self.live:
             from rich.live import Live
@@ -127,6 +144,8 @@ class Progress:
             for name in REPORT_FACTS:
                 if isinstance(facts.get(name), dict):
                     self.reports[host] = facts[name]
+            if isinstance(facts.get(HW_FACT), dict):
+                self.hw[host] = facts[HW_FACT]
             if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
                 self._say(f"    {host}: {res['msg']}")
             for text in diff_lines(res.get("diff")):
@@ -161,8 +180,8 @@ class Progress:
 
 def run_playbook(
     playbook: str,
-    inventory: Path,
-    extra_hosts: dict | None = None,
+    inventory: dict,
+    mesh_dir: Path | None = None,
     limit: str | None = None,
     check: bool = False,
     diff: bool = False,
@@ -171,16 +190,22 @@ def run_playbook(
     progress: Progress | None = None,
     extravars: dict | None = None,
 ) -> RunResult:
-    """Run one of meshctl's playbooks against the mesh inventory (plus an overlay of extra hosts)."""
+    """Run one of meshctl's playbooks against an inventory built by ``mesh.to_inventory``.
+
+    The inventory is written into the run's private folder, beside links to the mesh's
+    ``group_vars``/``host_vars`` so the user's settings apply as they do for ``mesh.yml``.
+    """
     private = Path(tempfile.mkdtemp(prefix="meshctl-run-"))
     os.chmod(private, 0o700)
     progress = progress or Progress()
     try:
-        sources = [str(inventory)]
-        if extra_hosts:
-            overlay = private / "overlay.yml"
-            overlay.write_text(yaml.safe_dump(extra_hosts))
-            sources.append(str(overlay))
+        folder = private / "inventory"
+        folder.mkdir()
+        source = folder / "hosts.yml"
+        source.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        for name in ("group_vars", "host_vars"):
+            if mesh_dir is not None and (Path(mesh_dir) / name).is_dir():
+                (folder / name).symlink_to(Path(mesh_dir) / name)
         cmdline = []
         if check:
             cmdline.append("--check")
@@ -189,6 +214,7 @@ def run_playbook(
         ssh_args = "-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking=accept-new"
         if known_hosts:
             ssh_args += f" -o UserKnownHostsFile={known_hosts}"
+        hosts = inventory.get("all", {}).get("hosts") or {}
         envvars = {
             "ANSIBLE_ROLES_PATH": str(resources.roles_dir()),
             "ANSIBLE_SSH_ARGS": ssh_args,
@@ -196,12 +222,16 @@ def run_playbook(
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # One SSH round trip per task instead of several; Debian's sudo allows it.
+            "ANSIBLE_PIPELINING": "1",
+            # Every node of the mesh at once (the default of 5 serializes larger meshes).
+            "ANSIBLE_FORKS": str(max(5, len(hosts) + 1)),
         }
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(private),
                 playbook=str(resources.playbook(playbook)),
-                inventory=sources,
+                inventory=str(source),
                 envvars=envvars,
                 limit=limit,
                 cmdline=" ".join(cmdline) or None,
@@ -216,7 +246,13 @@ def run_playbook(
         progress.recap()
         stats = {h: dict(c) for h, c in progress.counts.items()}
         return RunResult(
-            runner.status, runner.rc, progress.failures, stats, dict(progress.changed), dict(progress.reports)
+            runner.status,
+            runner.rc,
+            progress.failures,
+            stats,
+            dict(progress.changed),
+            dict(progress.reports),
+            hw=dict(progress.hw),
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)

@@ -18,7 +18,7 @@ from types import ModuleType
 import yaml
 
 from meshctl import resources, runner
-from meshctl.errors import InventoryError, PlaybookError, UsageError
+from meshctl.errors import InventoryError, PartialError, PlaybookError, UsageError
 from meshctl.mesh import Mesh, Node
 
 KEY_FILE = "tailscale.key"
@@ -187,8 +187,9 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
         raise InventoryError("the mesh has no active node to rotate", hint="add nodes with `meshctl add-node`")
     result = runner.run_playbook(
         "rotate_authkey.yml",
-        mesh.inventory,
-        limit=",".join(n.name for n in members),
+        mesh.run_inventory(nodes, mesh_vars),
+        mesh.path,
+        limit=",".join(["localhost", *(n.name for n in members)]),
         verbosity=verbosity,
         known_hosts=mesh.known_hosts,
         progress=progress,
@@ -215,6 +216,13 @@ def record_addresses(nodes: list[Node], result: runner.RunResult) -> list[str]:
 
 def require_rotated(rows: list[RotationRow]) -> None:
     behind = [r.node for r in rows if not r.ok]
+    down = {r.node: r.result for r in rows if r.result.startswith("UNREACHABLE")}
+    if behind and set(behind) == set(down):
+        raise PartialError(
+            f"{len(behind)} of {len(rows)} nodes could not be reached and are not on the new key: {', '.join(behind)}",
+            hint="the others are; start them and run `meshctl rotate-authkey --stored`",
+            unreachable=down,
+        )
     if behind:
         raise PlaybookError(
             f"{len(behind)} of {len(rows)} nodes are not on the new key: {', '.join(behind)}",

@@ -10,14 +10,17 @@ from meshctl.options import mesh_option, verbose_option, wait_option
 
 
 @click.command("apply")
-@click.option("--limit", help="Only these nodes (Ansible pattern, e.g. 'head,gpu1').")
+@click.option("--limit", help="Only these nodes and the head (comma-separated names, e.g. 'gpu1,cpu1').")
 @click.option("--check", is_flag=True, help="Ansible check mode: report what would change.")
 @click.option("--diff", is_flag=True, help="Show file differences.")
 @mesh_option
 @wait_option
 @verbose_option
 def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
-    """Converge every node to what the inventory and facts say."""
+    """Converge every node to what the inventory and facts say (the drift repair).
+
+    Nodes that cannot be reached are listed and the others converged (exit 7, partial).
+    """
     mesh = Mesh.find(mesh_dir)
     with mesh.lock("apply", wait=wait):
         nodes, mesh_vars = mesh.load()

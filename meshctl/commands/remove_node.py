@@ -18,7 +18,10 @@ from meshctl.options import mesh_option, verbose_option, wait_option
 @wait_option
 @verbose_option
 def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
-    """Drain NAME in Slurm, wait for its jobs, remove it from slurm.conf and the inventory."""
+    """Drain NAME in Slurm, wait for its jobs, stop it, remove it from Slurm, the head and the inventory.
+
+    Only NAME (when it can be reached) and the head are contacted.
+    """
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"remove-node {name}", wait=wait):
         nodes, mesh_vars = mesh.load()

@@ -231,7 +231,8 @@ def test_dry_run_changes_nothing(bed):
     before = bed.digest()
     result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--dry-run")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert "+NodeName=n2 NodeAddr=100.100.30.12" in result.stdout  # the head's diff
+    assert "100.100.30.12/32" in result.stdout  # the head's diff: the export list gains n2
+    assert "e2e-n1" not in result.stdout and "n1 " not in result.stdout  # nobody else is contacted
     assert bed.digest() == before
     probe = subprocess.run(["docker", "exec", "e2e-n2", "sh", "-c", "dpkg -s munge slurmd; ls /etc/slurm"],
                            capture_output=True, text=True)  # fmt: skip
@@ -260,18 +261,86 @@ def test_newer_slurm_node_is_refused_before_anything_changes(bed):
     assert "new13" not in (bed.mesh / "mesh.yml").read_text()
 
 
-def test_remove_node_waits_for_jobs_and_removes(bed):
-    job = bed.on_head("sbatch --parsable -w n1 --wrap 'sleep 15'").strip()
-    for _ in range(30):
-        if bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING":
+def pid(container: str, unit: str) -> str:
+    return subprocess.run(["docker", "exec", container, "systemctl", "show", "--property=MainPID", "--value", unit],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+
+
+def wait_state(bed, node: str, wanted: str, seconds: float = 120) -> str:
+    state = ""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = bed.on_head(f"sinfo --noheader --nodes={node} --format=%T").strip()
+        if state.split("\n")[0] == wanted:
+            break
+        time.sleep(2)
+    return state
+
+
+def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_head(bed):
+    job = bed.on_head("sbatch --parsable -w e2e-head --wrap 'sleep 600'").strip()
+    assert wait_job(bed, job) == "RUNNING"
+    before = {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")}
+    subprocess.run(["docker", "stop", "e2e-n1"], capture_output=True, check=True)
+    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--provider", "local")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    lines = result.stdout.splitlines()
+    recap = {line.split()[0] for line in lines[lines.index("Recap") + 2 :] if line.startswith("  ")}
+    assert recap == {"localhost", "e2e-head", "n2"}  # n1 (stopped) was not part of the run at all
+    assert {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")} == before  # nothing restarted
+    assert wait_state(bed, "n2", "idle") == "idle"
+    assert bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING"
+    facts = json.loads((bed.mesh / "facts" / "n2.json").read_text())
+    assert facts["cpus"] >= 1 and facts["real_memory_mb"] > 0  # recorded for runs that do not reach n2
+    bed.on_head(f"scancel {job}")
+
+
+def test_apply_with_a_node_stopped_converges_the_rest_and_exits_partial(bed):
+    before = bed.digest()
+    result = bed.meshctl("apply")
+    assert result.returncode == 7, result.stdout[-3000:] + result.stderr
+    assert "Not reached" in result.stdout and "n1" in result.stdout
+    assert "remove-node n1 --force" in result.stdout
+    assert "1 node(s) could not be reached: n1" in result.stderr
+    assert bed.digest() == before  # n1 keeps its record; nothing else changed
+
+
+def test_a_stopped_node_comes_back_idle_by_itself(bed):
+    subprocess.run(["docker", "start", "e2e-n1"], capture_output=True, check=True)
+    assert wait_state(bed, "n1", "idle", seconds=180) == "idle"  # no meshctl command
+    result = bed.meshctl("apply")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+
+
+def wait_job(bed, job: str, seconds: float = 30) -> str:
+    state = ""
+    for _ in range(int(seconds)):
+        state = bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip()
+        if state == "RUNNING":
             break
         time.sleep(1)
+    return state
+
+
+def test_remove_node_waits_for_jobs_and_removes(bed):
+    other = bed.on_head("sbatch --parsable -w n2 --wrap 'sleep 600'").strip()
+    assert wait_job(bed, other) == "RUNNING"
+    ctld = pid("e2e-head", "slurmctld")
+    job = bed.on_head("sbatch --parsable -w n1 --wrap 'sleep 15'").strip()
+    assert wait_job(bed, job) == "RUNNING"
     result = bed.meshctl("remove-node", "n1")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert "drained" in result.stdout
+    assert "Drain the nodes" in result.stdout
     assert "JobState=COMPLETED" in bed.on_head(f"scontrol show job {job}")  # waited, not killed
     assert "n1" not in (bed.mesh / "mesh.yml").read_text()
-    assert "n1" not in bed.on_head("sinfo --noheader --Node --format=%N")
-    assert "logged out of the tailnet" in result.stdout
+    assert not (bed.mesh / "facts" / "n1.json").exists()
+    assert "n1" not in bed.on_head("sinfo --noheader --Node --format=%N").split()
+    assert bed.on_head(f"squeue --noheader --jobs={other} --format=%T").strip() == "RUNNING"  # n2 untouched
+    assert pid("e2e-head", "slurmctld") == ctld
+    for _ in range(20):  # the logout runs in the background when Ansible reached n1 over its tailnet address
+        if tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin":
+            break
+        time.sleep(1)
     assert tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin"
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
+    bed.on_head(f"scancel {other}")

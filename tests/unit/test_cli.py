@@ -1,7 +1,5 @@
 """CLI argument handling with CliRunner; SSH preflight and ansible-runner mocked."""
 
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
 
@@ -30,17 +28,36 @@ def fake_preflight(monkeypatch):
     monkeypatch.setattr(preflight, "run", run)
 
 
+HW = {"cpus": 4, "sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "real_memory_mb": 3000, "gpus": []}
+
+
 class FakeRunner(list):
-    """Records each playbook run; its status and failures are set by the test."""
+    """Records each playbook run; its status, failures and unreachable hosts are set by the test.
+
+    Every host the run is limited to (all hosts without a limit) reports hardware facts, as the
+    mesh_facts module does, unless it failed or was unreachable.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.status = "successful"
         self.failures: list = []
+        self.unreachable: list[str] = []
 
-    def run_playbook(self, playbook, inventory, **kw):
-        self.append({"playbook": playbook, "inventory": Path(inventory).read_text(), **kw})
-        return runner.RunResult(self.status, 0 if self.status == "successful" else 2, list(self.failures))
+    def run_playbook(self, playbook, inventory, mesh_dir=None, **kw):
+        self.append({"playbook": playbook, "inventory": inventory, "mesh_dir": mesh_dir, **kw})
+        limit = kw.get("limit")
+        hosts = limit.split(",") if limit else list(inventory["all"]["hosts"])
+        hosts = [h for h in hosts if h != "localhost"]
+        failures = list(self.failures) + [
+            runner.Failure(h, "Gathering Facts", "ssh: timed out") for h in self.unreachable
+        ]
+        stats = {h: {"ok": 1} for h in hosts}
+        for f in failures:
+            stats.setdefault(f.host, {})["unreachable" if f.host in self.unreachable else "failed"] = 1
+        hw = {h: dict(HW) for h in hosts if h not in self.unreachable and not any(f.host == h for f in failures)}
+        ok = self.status == "successful" and not failures
+        return runner.RunResult("successful" if ok else "failed", 0 if ok else 2, failures, stats, hw=hw)
 
 
 @pytest.fixture
@@ -58,10 +75,14 @@ def test_add_node_marks_active_after_success(mesh, fake_preflight, fake_runner):
     result = invoke(mesh, "add-node", "root@100.64.0.9")
     assert result.exit_code == 0, result.output
     assert "box-7" in result.output  # name from the hostname, sanitized
-    assert "meshctl_state: pending" in fake_runner[0]["inventory"]  # pending while Ansible ran
-    assert fake_runner[0]["extra_hosts"]["all"]["children"]["compute"]["hosts"] == {"box-7": {}}
+    inventory = fake_runner[0]["inventory"]
+    assert inventory["all"]["hosts"]["box-7"]["meshctl_state"] == "pending"  # pending while Ansible ran
+    assert set(inventory["all"]["children"]["compute"]["hosts"]) == {"head", "box-7"}
+    assert inventory["all"]["vars"]["mesh_secrets_dir"] == str(mesh.secrets)  # named, not guessed
+    assert fake_runner[0]["limit"] == "localhost,head,box-7"  # the new node and the head, nothing else
     nodes, _ = mesh.load()
     assert {n.name: n.state for n in nodes} == {"head": "active", "box-7": "active"}
+    assert mesh.load_facts() == {"head": HW, "box-7": HW}  # recorded for the next runs
 
 
 def test_failed_run_leaves_the_node_pending_and_says_how_to_retry(mesh, fake_preflight, fake_runner):
@@ -84,8 +105,10 @@ def test_dry_run_writes_nothing_and_uses_check_mode(mesh, fake_preflight, fake_r
     result = invoke(mesh, "add-node", "root@100.64.0.9", "--name", "gpu", "--dry-run")
     assert result.exit_code == 0, result.output
     assert fake_runner[0]["check"] is True and fake_runner[0]["diff"] is True
-    assert fake_runner[0]["extra_hosts"]["all"]["hosts"]["gpu"]["ansible_host"] == "100.64.0.9"
+    assert fake_runner[0]["inventory"]["all"]["hosts"]["gpu"]["ansible_host"] == "100.64.0.9"
+    assert fake_runner[0]["limit"] == "localhost,head,gpu"
     assert mesh.inventory.read_bytes() == before
+    assert mesh.load_facts() == {}
 
 
 @pytest.mark.parametrize(
@@ -146,7 +169,75 @@ def test_apply_passes_options(mesh, fake_runner):
     result = invoke(mesh, "apply", "--check", "--diff", "--limit", "head", "-vv")
     assert result.exit_code == 0, result.output
     call = fake_runner[0]
-    assert (call["check"], call["diff"], call["limit"], call["verbosity"]) == (True, True, "head", 2)
+    assert (call["check"], call["diff"], call["limit"], call["verbosity"]) == (True, True, "localhost,head", 2)
+
+
+def add_active(mesh, *names):
+    nodes, mesh_vars = mesh.load()
+    for i, name in enumerate(names):
+        nodes.append(Node(name, f"100.64.0.{20 + i}", state="active", mesh_address=f"100.64.0.{20 + i}"))
+    mesh.save(nodes, mesh_vars)
+    for node in nodes:
+        mesh.record_facts(node.name, dict(HW, cpus=8))
+
+
+def test_apply_limit_adds_the_head_and_refuses_unknown_names(mesh, fake_runner):
+    add_active(mesh, "gpu1", "cpu1")
+    assert invoke(mesh, "apply", "--limit", "gpu1").exit_code == 0
+    assert fake_runner[0]["limit"] == "localhost,head,gpu1"
+    # The others' recorded facts travel in the inventory; only the nodes of the run get new ones.
+    assert fake_runner[0]["inventory"]["all"]["hosts"]["cpu1"]["mesh_hw"]["cpus"] == 8
+    assert mesh.load_facts()["gpu1"]["cpus"] == 4 and mesh.load_facts()["cpu1"]["cpus"] == 8
+    result = invoke(mesh, "apply", "--limit", "gpu9")
+    assert result.exit_code == 2 and "gpu9" in result.output
+
+
+def test_apply_with_a_node_down_converges_the_rest_and_exits_partial(mesh, fake_runner):
+    add_active(mesh, "gpu1", "cpu1")
+    before = mesh.inventory.read_bytes()
+    fake_runner.unreachable = ["cpu1"]
+    result = invoke(mesh, "apply")
+    assert result.exit_code == 7, result.output
+    assert "Not reached" in result.output and "cpu1" in result.output and "remove-node cpu1 --force" in result.output
+    assert "converged 2 node(s)" in result.output
+    assert mesh.load_facts()["gpu1"]["cpus"] == 4 and mesh.load_facts()["cpu1"]["cpus"] == 8  # kept as recorded
+    assert mesh.inventory.read_bytes() == before
+
+
+def test_apply_with_the_head_down_is_a_failure(mesh, fake_runner):
+    add_active(mesh, "gpu1")
+    fake_runner.unreachable = ["head"]
+    assert invoke(mesh, "apply").exit_code == 5
+
+
+def test_remove_node_runs_on_the_node_and_the_head_only(mesh, fake_runner):
+    add_active(mesh, "gpu1", "cpu1")
+    result = invoke(mesh, "remove-node", "gpu1", "--force", "--timeout", "30")
+    assert result.exit_code == 0, result.output
+    call = fake_runner[0]
+    assert call["playbook"] == "remove_node.yml" and call["limit"] == "localhost,head,gpu1"
+    groups = call["inventory"]["all"]["children"]
+    assert set(groups["leaving"]["hosts"]) == {"gpu1"} and "gpu1" not in groups["compute"]["hosts"]
+    assert call["extravars"] == {"slurm_drain_force": True, "slurm_drain_timeout": 30}
+    assert [n.name for n in mesh.load()[0]] == ["head", "cpu1"]
+    assert "gpu1" not in mesh.load_facts()
+
+
+def test_remove_node_of_a_stopped_node_still_removes_it(mesh, fake_runner):
+    add_active(mesh, "gpu1")
+    fake_runner.unreachable = ["gpu1"]
+    result = invoke(mesh, "remove-node", "gpu1")
+    assert result.exit_code == 0, result.output
+    assert "could not be reached" in result.output and "delete the machine" in result.output
+    assert [n.name for n in mesh.load()[0]] == ["head"]
+
+
+def test_remove_node_that_fails_on_the_head_keeps_it(mesh, fake_runner):
+    add_active(mesh, "gpu1")
+    fake_runner.failures = [runner.Failure("head", "Fail when jobs still run there", "gpu1 still runs jobs 7")]
+    result = invoke(mesh, "remove-node", "gpu1")
+    assert result.exit_code == 5 and "still runs jobs 7" in result.output
+    assert [n.name for n in mesh.load()[0]] == ["head", "gpu1"]
 
 
 def test_remove_node_refuses_the_head(mesh):

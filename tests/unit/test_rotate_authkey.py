@@ -37,8 +37,8 @@ class FakeRotation(list):
         self.failures = []
         self.stats = {}
 
-    def run_playbook(self, playbook, inventory, **kw):
-        self.append({"playbook": playbook, "inventory": inventory.read_text(), **kw})
+    def run_playbook(self, playbook, inventory, mesh_dir=None, **kw):
+        self.append({"playbook": playbook, "inventory": inventory, **kw})
         bad = bool(self.failures)
         return runner.RunResult(
             "failed" if bad else "successful", 2 if bad else 0, list(self.failures), dict(self.stats),
@@ -86,7 +86,7 @@ def test_rotation_stores_the_key_and_reports_every_node(tailnet_mesh, fake, tmp_
     assert stat.S_IMODE(os.stat(stored).st_mode) == 0o600
     assert [p for p in os.listdir(tailnet_mesh.secrets) if p.startswith(".")] == []  # no temp file left
     assert fake[0]["playbook"] == "rotate_authkey.yml"
-    assert fake[0]["limit"] == "head,gpu1"
+    assert fake[0]["limit"] == "localhost,head,gpu1"
     assert fake[0]["extravars"] is None  # no --force: only nodes that need it log in again
     assert "head" in result.output and "kept its login, new key file" in result.output
     assert "logged in again" in result.output
@@ -143,9 +143,9 @@ def test_a_down_node_is_reported_and_the_exit_code_says_so(tailnet_mesh, fake, t
     fake.stats = {"gpu1": {"unreachable": 1}}
     fake.failures = [runner.Failure("gpu1", "Gathering Facts", "ssh: connect to host 10.0.0.2 port 22: No route")]
     result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, NEW))
-    assert result.exit_code == 5
+    assert result.exit_code == 7  # partial: every node that could be reached is on the new key
     assert "UNREACHABLE" in result.output and "re-run when it is back" in result.output
-    assert "1 of 2 nodes are not on the new key: gpu1" in result.output
+    assert "1 of 2 nodes could not be reached and are not on the new key: gpu1" in result.output
     assert "rotate-authkey --stored" in result.output
     assert tailnet.key_path(tailnet_mesh).read_text().strip() == NEW  # kept for the re-run
 
@@ -202,6 +202,7 @@ def test_init_with_a_bad_key_writes_nothing(tmp_path, monkeypatch):
 
 def test_apply_records_the_tailnet_address(tailnet_mesh, fake):
     fake.reports = {"head": report(before=None, after="100.64.0.1"), "gpu1": report("join", None, "100.100.7.2")}
+    fake.stats = {"head": {"ok": 9}, "gpu1": {"ok": 9, "changed": 1}}
     result = CliRunner().invoke(cli, ["apply", "--mesh", str(tailnet_mesh.path)])
     assert result.exit_code == 0, result.output
     assert "gpu1: mesh address 100.64.0.2 -> 100.100.7.2" in result.output

@@ -88,11 +88,18 @@ def test_gres_conf(render, mesh):
     assert lines == [f"NodeName=ps-a6000 Name=gpu Type=geforce_rtx_3090 File=/dev/nvidia{i}" for i in range(4)]
 
 
-def slurm_conf(render, mesh, gpu_nodes, **extra):
+def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
     variables = {
         **common(mesh, gpu_nodes),
         "slurm_cluster_name": "mesh",
         "slurm_controller": "desk",
+        "slurm_controller_address": "100.101.1.10",
+        "slurm_ctld_port": 6817,
+        "slurm_slurmd_port": 6818,
+        "slurm_membership_used": membership,
+        "slurm_max_node_count": 1024,
+        "slurm_feature_all": "meshctl",
+        "slurm_feature_gpu": "gpu",
         "slurm_user": "slurm",
         "slurm_state_dir": "/var/lib/slurm/slurmctld",
         "slurm_spool_dir": "/var/lib/slurm/slurmd",
@@ -107,19 +114,75 @@ def slurm_conf(render, mesh, gpu_nodes, **extra):
     return render("slurm.conf.j2", **variables)
 
 
-def test_slurm_conf_names_the_controller_by_mesh_address(render, mesh):
+def test_slurm_conf_names_the_controller_by_mesh_address_and_serves_configs(render, mesh):
     lines = slurm_conf(render, mesh, ["ps-a6000"])
     assert "SlurmctldHost=desk(100.101.1.10)" in lines
     assert not any(line.startswith("ControlMachine") for line in lines)
     assert "SelectType=select/cons_tres" in lines
-    assert "GresTypes=gpu" in lines
+    assert "SlurmctldParameters=enable_configless" in lines
+    assert (lines[2], lines[3]) == ("SlurmctldPort=6817", "SlurmdPort=6818")
+
+
+def test_dynamic_membership_has_no_node_lines(render, mesh):
+    lines = slurm_conf(render, mesh, ["ps-a6000"])
+    assert not any(line.startswith(("NodeName=", "Include")) for line in lines)
+    assert "MaxNodeCount=1024" in lines and "TreeWidth=65533" in lines
+    assert lines[-4:] == [
+        "NodeSet=meshctl_nodes Feature=meshctl",
+        "NodeSet=meshctl_gpus Feature=gpu",
+        "PartitionName=main Nodes=meshctl_nodes Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=gpu Nodes=meshctl_gpus MaxTime=INFINITE State=UP",
+    ]
+    # A node joining, with or without GPUs, changes nothing in slurm.conf.
+    assert slurm_conf(render, mesh, []) == lines
+    del mesh["ps-a6000"]
+    assert slurm_conf(render, mesh, []) == lines
+
+
+def test_static_membership_includes_the_node_lines(render, mesh):
+    lines = slurm_conf(render, mesh, ["ps-a6000"], membership="static")
     assert lines[-1] == "Include /etc/slurm/nodes.conf"
+    assert not any(line.startswith(("NodeSet", "MaxNodeCount")) for line in lines)
 
 
-def test_gres_types_only_with_gpus(render, mesh):
-    assert "GresTypes=gpu" not in slurm_conf(render, mesh, [])
+def test_gres_types_always(render, mesh):
+    assert "GresTypes=gpu" in slurm_conf(render, mesh, [])
 
 
 def test_extra_settings_are_sorted_and_written(render, mesh):
-    lines = slurm_conf(render, mesh, [], slurm_config_extra={"MaxJobCount": 5000, "KillWait": 60})
+    lines = slurm_conf(render, mesh, [], membership="static", slurm_config_extra={"MaxJobCount": 5000, "KillWait": 60})
     assert lines.index("KillWait=60") < lines.index("MaxJobCount=5000") < lines.index("Include /etc/slurm/nodes.conf")
+
+
+def slurmd_unit(render, mesh, name, membership):
+    return render(
+        "slurmd.service.conf.j2",
+        inventory_hostname=name,
+        mesh_provider=mesh[name]["mesh_provider"],
+        mesh_hw=mesh[name]["mesh_hw"],
+        slurm_membership_used=membership,
+        slurm_controller_address="100.101.1.10",
+        slurm_ctld_port=6817,
+        slurm_feature_all="meshctl",
+        slurm_feature_gpu="gpu",
+        slurm_slurmd_restart_sec=10,
+    )
+
+
+def test_dynamic_slurmd_registers_itself_with_its_facts(render, mesh):
+    lines = slurmd_unit(render, mesh, "ps-a6000", "dynamic")
+    start = [line for line in lines if line.startswith("ExecStart=")]
+    assert start == [
+        "ExecStart=",
+        "ExecStart=/usr/sbin/slurmd -D -s -N ps-a6000 --conf-server 100.101.1.10:6817 -Z --conf "
+        '"CPUs=44 Sockets=1 CoresPerSocket=22 ThreadsPerCore=2 RealMemory=30368 Gres=gpu:geforce_rtx_3090:4 '
+        'Feature=meshctl,gpu,geforce_rtx_3090,paperspace"',
+    ]
+    assert "ConditionPathExists=" in lines and "Restart=always" in lines  # configless; comes back by itself
+    desk = next(line for line in slurmd_unit(render, mesh, "desk", "dynamic") if line.startswith("ExecStart=/"))
+    assert desk.endswith('RealMemory=60964 Feature=meshctl,local"')  # no GPUs: no Gres, not in the gpu set
+
+
+def test_static_slurmd_only_fetches_its_config(render, mesh):
+    start = [line for line in slurmd_unit(render, mesh, "desk", "static") if line.startswith("ExecStart=/")]
+    assert start == ["ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]

@@ -82,3 +82,27 @@ def test_apt_policy(sv):
     assert sv.apt_policy_version(APT_CANDIDATE) == "24.11.5-2"
     assert sv.apt_policy_version(APT_NONE) is None
     assert sv.apt_policy_version("") is None
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("21.08.5-2ubuntu1", "static"),  # Ubuntu 22.04: no dynamic nodes yet
+        ("22.05.8-4+deb12u3", "dynamic"),  # Debian 12
+        ("23.11.4-1.2ubuntu5", "dynamic"),  # Ubuntu 24.04
+        ("24.11.5-2", "dynamic"),  # Debian 13
+    ],
+)
+def test_membership_follows_the_controllers_version(sv, version, expected):
+    assert sv.slurm_membership(version) == expected
+
+
+def test_membership_can_be_forced_static_but_not_dynamic_on_21_08(sv):
+    assert sv.slurm_membership("24.11.5", "static") == "static"
+    assert sv.slurm_membership("22.05.8", "dynamic") == "dynamic"
+    with pytest.raises(ValueError, match=r"22\.05"):
+        sv.slurm_membership("21.08.5", "dynamic")
+    with pytest.raises(ValueError, match="auto, dynamic or static"):
+        sv.slurm_membership("24.11.5", "yes")
+    with pytest.raises(ValueError, match="version"):
+        sv.slurm_membership(None)

@@ -54,6 +54,26 @@ def slurm_version_problems(versions, controller):
     return problems
 
 
+def slurm_membership(version, wanted="auto"):
+    """How nodes join: 'dynamic' (slurmd -Z registers itself) or 'static' (NodeName lines).
+
+    Dynamic nodes exist from Slurm 22.05 on; ``wanted`` 'auto' picks them wherever the controller's
+    version has them, 'dynamic' insists (and fails clearly on an older version), 'static' keeps
+    node lines in slurm.conf.
+    """
+    major = slurm_major(version)
+    if major is None:
+        raise ValueError(f"cannot tell Slurm's version from {version!r}")
+    supported = tuple(map(int, major.split("."))) >= (22, 5)
+    if wanted == "static":
+        return "static"
+    if wanted == "dynamic" and not supported:
+        raise ValueError(f"Slurm {version} has no dynamic nodes (they start with 22.05): set slurm_membership: static")
+    if wanted not in ("auto", "dynamic"):
+        raise ValueError(f"slurm_membership is {wanted!r}: use auto, dynamic or static")
+    return "dynamic" if supported else "static"
+
+
 def apt_policy_version(text):
     """Installed version from `apt-cache policy PKG`, else the candidate; None when neither."""
     installed = re.search(r"Installed:\s*(\S+)", text or "")
@@ -71,4 +91,5 @@ class FilterModule:
             "slurm_major": slurm_major,
             "slurm_version_problems": slurm_version_problems,
             "apt_policy_version": apt_policy_version,
+            "slurm_membership": slurm_membership,
         }

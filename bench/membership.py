@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Membership benchmark on the local mesh: what one change costs as the mesh grows.
+
+Builds a mesh of Docker nodes (systemd, Debian 12) with the real CLI over SSH, the way a user
+does: `meshctl init` with a head, then `meshctl add-node` one node at a time. It prints one table
+(and `--json`): the seconds of every add-node by mesh size, how many slurmd/slurmctld on the other
+nodes restarted during it (MainPID changed), a no-op `meshctl apply` at 2 and 8 nodes, and an
+add-node while another node is stopped (plus `apply` in that state, which exits 7, partial).
+
+    python bench/membership.py [--sizes 2,8] [--json] [--keep]
+
+Needs the Docker engine and the meshctl-node:bookworm image (`make engine images`). Its nodes are
+bench-head, bench-n1, ... on network meshctl-bench (100.100.50.0/24); they are removed at the
+end unless --keep. No timing is asserted anywhere: these are figures to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from meshctl.localmesh import nodes  # noqa: E402
+
+SUBNET = "100.100.50.0/24"
+NETWORK = "meshctl-bench"
+
+
+def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, check=check, **kw)
+
+
+class Bench:
+    def __init__(self, root: Path, count: int) -> None:
+        self.root = root
+        self.mesh = root / "mesh"
+        self.key = root / "id_ed25519"
+        names = ("bench-head", *(f"bench-n{i}" for i in range(1, count)))
+        self.spec = nodes.LocalMesh(NETWORK, SUBNET, names)
+        self.planned = nodes.plan_nodes(names, SUBNET)
+
+    def meshctl(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
+        env = {**os.environ, "MESHCTL_MESH": str(self.mesh)}
+        start = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "meshctl", *args], capture_output=True, text=True, env=env,
+                              check=False)  # fmt: skip
+        return time.monotonic() - start, done
+
+    def pids(self, members: list[nodes.Node]) -> dict[str, str]:
+        out = {}
+        for node in members:
+            units = ["slurmctld", "slurmd"] if node.name == "bench-head" else ["slurmd"]
+            got = sh("docker", "exec", node.name, "systemctl", "show", "--property=MainPID", "--value", *units)
+            for unit, value in zip(units, got.stdout.split(), strict=False):
+                out[f"{node.name}/{unit}"] = value
+        return out
+
+    def up(self) -> None:
+        nodes.down(say=lambda _m: None, spec=self.spec)
+        nodes.up("bookworm", say=lambda _m: None, spec=self.spec)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        for node in self.planned:
+            nodes.authorize(node.name, self.key.with_suffix(".pub").read_text())
+
+    def init(self) -> None:
+        head = self.planned[0]
+        _, done = self.meshctl("init", str(self.mesh), "--head", f"root@{head.address}", "--name", head.name,
+                               "--ssh-key", str(self.key), "--provider", "local")  # fmt: skip
+        if done.returncode:
+            raise SystemExit(f"init failed: {done.stderr}")
+        with (self.mesh / "group_vars" / "all.yml").open("a") as handle:  # pip behind this machine's proxy
+            handle.write("mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n")
+
+    def add(self, node: nodes.Node, members: list[nodes.Node]) -> dict:
+        before = self.pids(members)
+        seconds, done = self.meshctl("add-node", f"root@{node.address}", "--name", node.name,
+                                     "--ssh-key", str(self.key), "--provider", "local")  # fmt: skip
+        after = self.pids(members)
+        restarted = sorted(k for k in before if k in after and before[k] != after[k])
+        if done.returncode:
+            sys.stderr.write(done.stdout[-3000:] + done.stderr)
+        return {"seconds": round(seconds, 1), "rc": done.returncode, "restarted": restarted}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="2,8", help="mesh sizes at which to time a no-op apply")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--keep", action="store_true", help="leave the nodes running")
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    biggest = max(sizes)
+    root = Path(tempfile.mkdtemp(prefix="meshctl-bench-"))
+    bench = Bench(root, biggest + 2)  # one more to add into the biggest mesh, one to stop
+    rows: list[dict] = []
+    try:
+        bench.up()
+        bench.init()
+        members = [bench.planned[0]]
+        # The first add-node also sets up the head (init only records it).
+        for node in bench.planned[1 : biggest + 1]:
+            size = len(members)
+            result = bench.add(node, members)
+            rows.append({"what": f"add-node into a mesh of {size}", **result})
+            members.append(node)
+            if len(members) in sizes:
+                seconds, done = bench.meshctl("apply")
+                rows.append({"what": f"no-op apply, {len(members)} nodes", "seconds": round(seconds, 1),
+                             "rc": done.returncode, "restarted": []})  # fmt: skip
+        stopped = members[1]
+        sh("docker", "stop", stopped.name)
+        up = [m for m in members if m is not stopped]
+        result = bench.add(bench.planned[biggest + 1], up)
+        rows.append({"what": f"add-node into {len(members)} with {stopped.name} stopped", **result})
+        members.append(bench.planned[biggest + 1])
+        seconds, done = bench.meshctl("apply")
+        rows.append({"what": f"apply, {len(members)} nodes, {stopped.name} stopped", "seconds": round(seconds, 1),
+                     "rc": done.returncode, "restarted": []})  # fmt: skip
+        sh("docker", "start", stopped.name)
+        start = time.monotonic()
+        state = ""
+        while time.monotonic() - start < 300:
+            state = sh("docker", "exec", "bench-head", "sinfo", "--noheader", f"--nodes={stopped.name}",
+                       "--format=%T", check=False).stdout.strip()  # fmt: skip
+            if state.split("\n")[0] == "idle":
+                break
+            time.sleep(2)
+        rows.append({"what": f"{stopped.name} started again: idle without meshctl", "seconds":
+                     round(time.monotonic() - start, 1), "rc": 0 if state.startswith("idle") else 1,
+                     "restarted": []})  # fmt: skip
+    finally:
+        if not args.keep:
+            nodes.down(say=lambda _m: None, spec=bench.spec)
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+    else:
+        width = max(len(r["what"]) for r in rows)
+        print(f"{'operation':<{width}}  seconds  exit  daemons restarted on other nodes")
+        for r in rows:
+            restarted = f"{len(r['restarted'])} {' '.join(r['restarted'])}".strip()
+            print(f"{r['what']:<{width}}  {r['seconds']:>7}  {r['rc']:>4}  {restarted}")
+    return 0 if all(r["rc"] in (0, 7) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
