@@ -5,7 +5,8 @@ Builds a mesh of Docker nodes (systemd, Debian 12) with the real CLI over SSH, t
 does: `meshctl init` with a head, then `meshctl add-node` one node at a time. It prints one table
 (and `--json`): the seconds of every add-node by mesh size, how many slurmd/slurmctld on the other
 nodes restarted during it (MainPID changed), a no-op `meshctl apply` at 2 and 8 nodes, and an
-add-node while another node is stopped (plus `apply` in that state, which exits 7, partial).
+add-node while another node is stopped (plus `apply` in that state, which exits 7, partial), and
+`meshctl status` at the same sizes.
 
     python bench/membership.py [--sizes 2,8] [--json] [--keep]
 
@@ -112,9 +113,11 @@ def main() -> int:
             rows.append({"what": f"add-node into a mesh of {size}", **result})
             members.append(node)
             if len(members) in sizes:
-                seconds, done = bench.meshctl("apply")
-                rows.append({"what": f"no-op apply, {len(members)} nodes", "seconds": round(seconds, 1),
-                             "rc": done.returncode, "restarted": []})  # fmt: skip
+                for command in ("apply", "status"):
+                    seconds, done = bench.meshctl(command)
+                    what = "no-op apply" if command == "apply" else "status"
+                    rows.append({"what": f"{what}, {len(members)} nodes", "seconds": round(seconds, 1),
+                                 "rc": done.returncode, "restarted": []})  # fmt: skip
         stopped = members[1]
         sh("docker", "stop", stopped.name)
         up = [m for m in members if m is not stopped]

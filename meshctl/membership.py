@@ -7,13 +7,11 @@ mesh lock, and a node is marked ``active`` only after its playbook run succeeded
 
 from __future__ import annotations
 
-import concurrent.futures
 import getpass
+import io
 import os
 import re
-import shlex
 import socket
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +26,6 @@ GROUP_VARS_ALL = """---
 # The tailnet every mesh address lies in.
 mesh_tailnet_cidr: 100.64.0.0/10
 """
-READY_STATES = ("idle", "allocated", "mixed", "completing")
 
 
 def mesh_address_for(host: str, given: str | None) -> str:
@@ -336,15 +333,6 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
     return result
 
 
-def _on(mesh: Mesh, node: Node, command: str, timeout: float = 60) -> ssh.SshResult:
-    if node.user != "root" and not (node.connection == "local" and os.geteuid() == 0):
-        command = f"sudo -n sh -c {shlex.quote(command)}"
-    if node.connection == "local":
-        done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout, check=False)
-        return ssh.SshResult(done.returncode, done.stdout, done.stderr)
-    return ssh.run(node_argv(mesh, node), command, timeout=timeout)
-
-
 def head_of(nodes: list[Node]) -> Node:
     heads = [n for n in nodes if "head" in n.roles]
     if not heads:
@@ -352,7 +340,6 @@ def head_of(nodes: list[Node]) -> Node:
     return heads[0]
 
 
-SHARE = "/mnt/shared-slurm"  # nfs_client_mount_path's default
 NFS_OK = ("exporting", "mounted", "fstab-only")
 
 
@@ -370,41 +357,12 @@ class NodeStatus:
     healthy: bool = field(default=False)
 
 
-# Prints "<BackendState> <IPv4 or -> [userspace]" from `tailscale status --json`.
-TAILNET_PROBE = (
-    "import json,sys; d=json.load(sys.stdin); s=d.get('Self') or {}; "
-    "ips=[i for i in (s.get('TailscaleIPs') or []) if '.' in i]; "
-    "print(d.get('BackendState','?'), ips[0] if ips else '-', 'userspace' if d.get('TUN') is False else '')"
-)
-
-
-def probe_script(daemons: list[str], is_head: bool, tailnet: bool = False) -> str:
-    """Shell that prints key=value lines about one node's services; changes nothing."""
-    lines = ["echo munge=$(systemctl is-active munge)"]
-    if tailnet:
-        lines.append(
-            "if command -v tailscale >/dev/null 2>&1; then "
-            f"echo tailnet=$(tailscale status --json 2>/dev/null | python3 -c {shlex.quote(TAILNET_PROBE)} "
-            "2>/dev/null || echo down); else echo tailnet=absent; fi"
-        )
-    lines += [f"echo {d}=$(systemctl is-active {d})" for d in daemons]
-    if is_head:
-        lines.append(
-            "if systemctl is-active -q nfs-ganesha || systemctl is-active -q nfs-server; "
-            "then echo nfs=exporting; else echo nfs=down; fi"
-        )
-    else:
-        lines.append(
-            f"if findmnt -rn -t nfs,nfs4 {SHARE} >/dev/null 2>&1; then echo nfs=mounted; "
-            f"elif grep -qs ' {SHARE} ' /etc/fstab; then "
-            "if grep -qw nfs4 /proc/filesystems; then echo nfs=not-mounted; else echo nfs=fstab-only; fi; "
-            "else echo nfs=missing; fi"
-        )
-    return "; ".join(lines)
-
-
-def parse_probe(text: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+def tailnet_text(health: dict | None) -> str:
+    """'<BackendState> <IPv4 or -> [userspace]' from the tailscale role's tailscale_health."""
+    if not health:
+        return "?"
+    parts = [str(health.get("backend_state", "?")), health.get("ipv4") or "-"]
+    return " ".join(parts + (["userspace"] if health.get("userspace") else []))
 
 
 def tailnet_ok(node: Node, tailnet: str | None) -> bool:
@@ -415,67 +373,65 @@ def tailnet_ok(node: Node, tailnet: str | None) -> bool:
     return parts[:2] == ["Running", node.mesh_address] and "userspace" not in parts
 
 
-def judge(node: Node, daemons: list[str], probe: dict[str, str], slurm_state: str, tailnet: bool = False) -> bool:
-    base = re.sub(r"[*~#!%$@^+-]+$", "", slurm_state)
-    in_slurm = base in READY_STATES or "compute" not in node.roles
-    services = all(probe.get(k) == "active" for k in ["munge", *daemons])
-    on_tailnet = tailnet_ok(node, probe.get("tailnet", "?") if tailnet else None)
-    return node.state == "active" and services and in_slurm and probe.get("nfs") in NFS_OK and on_tailnet
-
-
-def mlflow_health(mesh: Mesh, head: Node, port: int = 5000) -> str:
-    url = f"http://{head.mesh_address}:{port}/health"
-    code = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).read().decode())"
-    result = _on(mesh, head, f"python3 -c {shlex.quote(code)}", timeout=30)
-    return result.stdout.strip() if result.rc == 0 else "unreachable"
+def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tailnet: bool) -> NodeStatus:
+    """One row from what the node's roles reported (``<role>_health``) and the head's view of Slurm."""
+    daemons = (health.get("slurm_health") or {}).get("daemons") or {}
+    row = NodeStatus(
+        node.name,
+        True,
+        munge=str(health.get("munge_health", "?")),
+        daemon=", ".join(f"{d} {state}" for d, state in daemons.items()),
+        slurm=in_slurm.get("state", "absent"),
+        nfs=str(health.get("nfs_server_health" if is_head else "nfs_client_health", "?")),
+        tailnet=tailnet_text(health.get("tailscale_health")) if on_tailnet else "-",
+        gpus="" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"],
+    )
+    ready = bool(in_slurm.get("ready")) or "compute" not in node.roles
+    services = row.munge == "active" and bool(daemons) and all(v == "active" for v in daemons.values())
+    row.healthy = (
+        node.state == "active"
+        and services
+        and ready
+        and row.nfs in NFS_OK
+        and tailnet_ok(node, row.tailnet if on_tailnet else None)
+    )
+    if node.state != "active":
+        row.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
+    elif "userspace" in row.tailnet.split():
+        row.error = "no TUN device: reachable, but its Slurm replies, NFS and NCCL cannot reach the tailnet"
+    elif not tailnet_ok(node, row.tailnet if on_tailnet else None):
+        row.error = f"tailnet is not Running on {node.mesh_address}: `meshctl rotate-authkey --stored` logs it in"
+    elif row.nfs == "fstab-only":
+        row.error = "kernel cannot mount NFS: jobs here do not see the share"
+    return row
 
 
 def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tuple[list[NodeStatus], str, bool]:
-    """One row per node, MLflow's health, and whether everything is healthy."""
+    """One row per node, MLflow's health, and whether everything is healthy.
+
+    Runs playbooks/status.yml: each role reports what it sees on each node (``<role>_health``
+    facts, read back from the run's events); meshctl only judges.
+    """
     head = head_of(nodes)
-    on_tailnet = tailnet.uses_tailscale(mesh_vars or {})
-    sinfo = _on(mesh, head, "sinfo --noheader --Node --format='%N|%T|%G'", timeout=30)
-    states: dict[str, tuple[str, str]] = {}
-    if sinfo.rc == 0:
-        for line in sinfo.stdout.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) == 3:
-                states[parts[0]] = (parts[1], parts[2])
-
-    def one(node: Node) -> NodeStatus:
-        is_head = node is head
-        daemons = (["slurmctld"] if is_head else []) + (["slurmd"] if "compute" in node.roles else [])
-        result = _on(mesh, node, probe_script(daemons, is_head, on_tailnet), timeout=30)
-        if result.rc == 255 and not result.stdout:
-            what, _fix = ssh.explain_failure(result.stderr, node.user, node.host, node.port)
-            return NodeStatus(node.name, False, error=what)
-        probe = parse_probe(result.stdout)
-        slurm_state, gres = states.get(node.name, ("absent", ""))
-        st = NodeStatus(
-            node.name,
-            True,
-            munge=probe.get("munge", "?"),
-            daemon=", ".join(f"{d} {probe.get(d, '?')}" for d in daemons),
-            slurm=slurm_state,
-            nfs=probe.get("nfs", "?"),
-            tailnet=probe.get("tailnet", "?").strip() if on_tailnet else "-",
-            gpus="" if gres in ("(null)", "") else gres,
-        )
-        st.healthy = judge(node, daemons, probe, slurm_state, on_tailnet)
-        if node.state != "active":
-            st.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
-        elif "userspace" in st.tailnet.split():
-            st.error = "no TUN device: reachable, but its Slurm replies, NFS and NCCL cannot reach the tailnet"
-        elif not tailnet_ok(node, st.tailnet if on_tailnet else None):
-            st.error = f"tailnet is not Running on {node.mesh_address}: `meshctl rotate-authkey --stored` logs it in"
-        elif st.nfs == "fstab-only":
-            st.error = "kernel cannot mount NFS: jobs here do not see the share"
-        return st
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        rows = list(pool.map(one, nodes))
-    mlflow = mlflow_health(mesh, head)
-    return rows, mlflow, all(r.healthy for r in rows) and sinfo.rc == 0 and mlflow == "OK"
+    mesh_vars = mesh_vars or {}
+    on_tailnet = tailnet.uses_tailscale(mesh_vars)
+    quiet = runner.Progress(out=io.StringIO(), live=False)
+    result = runner.run_playbook(
+        "status.yml", mesh.run_inventory(nodes, mesh_vars), mesh.path, known_hosts=mesh.known_hosts, progress=quiet
+    )
+    said = {f.host: f.message for f in result.failures}
+    head_health = result.health.get(head.name, {})
+    slurm_nodes = (head_health.get("slurm_health") or {}).get("nodes") or {}
+    sinfo_ok = bool((head_health.get("slurm_health") or {}).get("sinfo_ok"))
+    rows = []
+    for node in nodes:
+        if node.name in result.unreachable or node.name not in result.health:
+            rows.append(NodeStatus(node.name, False, error=said.get(node.name, "did not answer")))
+            continue
+        rows.append(node_status(node, node is head, result.health[node.name], slurm_nodes.get(node.name, {}),
+                                on_tailnet))  # fmt: skip
+    mlflow = str(head_health.get("mlflow_health", "unreachable"))
+    return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
 
 
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):

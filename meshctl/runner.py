@@ -27,6 +27,8 @@ COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 REPORT_FACTS = ("tailscale_report",)
 # The hardware facts the mesh_facts module returns; meshctl records them per node after a run.
 HW_FACT = "mesh_hw"
+# What each role's `tasks_from: status` sets (munge_health, slurm_health, ...), for meshctl status.
+HEALTH_SUFFIX = "_health"
 
 
 @dataclass
@@ -46,6 +48,7 @@ class RunResult:
     reports: dict[str, dict] = field(default_factory=dict)  # per host: facts named in REPORT_FACTS
     notes: list[str] = field(default_factory=list)  # what meshctl learned from the run, for the user
     hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
+    health: dict[str, dict] = field(default_factory=dict)  # per host: the <role>_health facts (status.yml)
 
     @property
     def ok(self) -> bool:
@@ -108,6 +111,7 @@ class Progress:
         self.changed: dict[str, list[str]] = defaultdict(list)
         self.reports: dict[str, dict] = {}
         self.hw: dict[str, dict] = {}
+        self.health: dict[str, dict] = defaultdict(dict)
         self._rich = None
         if self.live:
             from rich.live import Live
@@ -146,6 +150,9 @@ class Progress:
                     self.reports[host] = facts[name]
             if isinstance(facts.get(HW_FACT), dict):
                 self.hw[host] = facts[HW_FACT]
+            for name, value in facts.items():
+                if name.endswith(HEALTH_SUFFIX):
+                    self.health[host][name] = value
             if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
                 self._say(f"    {host}: {res['msg']}")
             for text in diff_lines(res.get("diff")):
@@ -253,6 +260,7 @@ def run_playbook(
             dict(progress.changed),
             dict(progress.reports),
             hw=dict(progress.hw),
+            health=dict(progress.health),
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)

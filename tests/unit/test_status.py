@@ -1,15 +1,42 @@
-"""meshctl status decisions, with the remote commands answered by the test."""
+"""meshctl status decisions from what the roles report (`<role>_health` facts), ansible-runner faked."""
 
 import json
 
 import pytest
 from click.testing import CliRunner
 
-from meshctl import membership, ssh
+from meshctl import membership, runner
 from meshctl.cli import cli
 from meshctl.mesh import Mesh, Node
 
-SINFO = "head|idle|(null)\ngpu1|mixed|gpu:rtx_a5000:2\ngpu1|mixed|gpu:rtx_a5000:2\ncpu1|down*|(null)\n"
+SLURM_NODES = {
+    "head": {"state": "idle", "gres": "(null)", "ready": True},
+    "gpu1": {"state": "mixed", "gres": "gpu:rtx_a5000:2", "ready": True},
+    "cpu1": {"state": "idle", "gres": "(null)", "ready": True},
+}
+
+
+def head_health(**changes):
+    health = {
+        "munge_health": "active",
+        "slurm_health": {"daemons": {"slurmctld": "active", "slurmd": "active"}, "sinfo_ok": True,
+                         "nodes": dict(SLURM_NODES)},
+        "nfs_server_health": "exporting",
+        "mlflow_health": "OK",
+    }  # fmt: skip
+    health.update(changes)
+    return health
+
+
+def node_health(nfs="mounted", munge="active", slurmd="active", tailnet=None):
+    health = {"munge_health": munge, "slurm_health": {"daemons": {"slurmd": slurmd}}, "nfs_client_health": nfs}
+    if tailnet is not None:
+        health["tailscale_health"] = tailnet
+    return health
+
+
+def ts(state, ipv4, userspace=False):
+    return {"backend_state": state, "ipv4": ipv4, "userspace": userspace}
 
 
 @pytest.fixture
@@ -27,67 +54,80 @@ def mesh(tmp_path, monkeypatch):
     return m
 
 
-def answer(replies):
-    def _on(_mesh, node, command, timeout=60):
-        if command.startswith("sinfo"):
-            return ssh.SshResult(0, SINFO, "")
-        if command.startswith("python3 -c"):
-            return ssh.SshResult(0, replies.get("mlflow", "OK\n"), "")
-        return replies[node.name]
+class FakeStatus(list):
+    def __init__(self):
+        super().__init__()
+        self.health: dict[str, dict] = {}
+        self.unreachable: list[str] = []
 
-    return _on
-
-
-HEAD_OK = ssh.SshResult(0, "munge=active\nslurmctld=active\nslurmd=active\nnfs=exporting\n", "")
-GPU_OK = ssh.SshResult(0, "munge=active\nslurmd=active\nnfs=mounted\n", "")
-
-
-def test_probe_script_asks_the_right_questions():
-    head = membership.probe_script(["slurmctld", "slurmd"], is_head=True)
-    assert "systemctl is-active slurmctld" in head and "nfs-ganesha" in head
-    node = membership.probe_script(["slurmd"], is_head=False)
-    assert "findmnt -rn -t nfs,nfs4 /mnt/shared-slurm" in node and "/proc/filesystems" in node
+    def run_playbook(self, playbook, inventory, mesh_dir=None, **kw):
+        self.append({"playbook": playbook, "inventory": inventory, **kw})
+        failures = [runner.Failure(h, "Munge", "ssh: connect to host: Connection timed out") for h in self.unreachable]
+        stats = {h: {"ok": 3} for h in self.health} | {h: {"unreachable": 1} for h in self.unreachable}
+        return runner.RunResult("failed" if failures else "successful", 4 if failures else 0, failures, stats,
+                                health={h: v for h, v in self.health.items() if h not in self.unreachable})  # fmt: skip
 
 
-def test_one_down_node_makes_status_fail(mesh, monkeypatch):
-    replies = {"head": HEAD_OK, "gpu1": GPU_OK, "cpu1": ssh.SshResult(255, "", "Connection timed out")}
-    monkeypatch.setattr(membership, "_on", answer(replies))
+@pytest.fixture
+def fake(monkeypatch):
+    f = FakeStatus()
+    monkeypatch.setattr(runner, "run_playbook", f.run_playbook)
+    return f
+
+
+def test_status_runs_the_roles_status_entry_points_on_every_node(mesh, fake):
+    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health()}
+    rows, mlflow, healthy = membership.status(mesh, *mesh.load())
+    assert fake[0]["playbook"] == "status.yml" and fake[0].get("limit") is None
+    assert set(fake[0]["inventory"]["all"]["hosts"]) == {"head", "gpu1", "cpu1"}
+    assert healthy and mlflow == "OK"
+    by = {r.name: r for r in rows}
+    assert by["gpu1"].gpus == "gpu:rtx_a5000:2" and by["gpu1"].slurm == "mixed"
+    assert by["head"].daemon == "slurmctld active, slurmd active" and by["head"].nfs == "exporting"
+
+
+def test_one_down_node_makes_status_fail(mesh, fake):
+    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health()}
+    fake.unreachable = ["cpu1"]
     result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     out = json.loads(result.output[: result.output.rindex("}") + 1])
     rows = {r["name"]: r for r in out["nodes"]}
     assert rows["head"]["healthy"] and rows["gpu1"]["healthy"]
-    assert rows["gpu1"]["gpus"] == "gpu:rtx_a5000:2"
-    assert not rows["cpu1"]["ssh"] and "did not answer" in rows["cpu1"]["error"]
+    assert not rows["cpu1"]["ssh"] and "timed out" in rows["cpu1"]["error"]
     assert out["mlflow"] == "OK" and out["healthy"] is False
 
 
-def test_fstab_only_counts_as_healthy_but_is_explained(mesh, monkeypatch):
-    fstab_only = ssh.SshResult(0, "munge=active\nslurmd=active\nnfs=fstab-only\n", "")
-    replies = {"head": HEAD_OK, "gpu1": GPU_OK, "cpu1": fstab_only}
-    monkeypatch.setattr(membership, "_on", answer(replies))
-    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))  # cpu1's sinfo row
-    rows, _mlflow, healthy = membership.status(mesh, mesh.load()[0])
+def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
+    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health(nfs="fstab-only")}
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert cpu1.healthy and "cannot mount NFS" in cpu1.error
     assert healthy
 
 
+def not_ready(name):
+    nodes = dict(SLURM_NODES, **{name: {"state": "down*", "gres": "(null)", "ready": False}})
+    return head_health(slurm_health={"daemons": {"slurmctld": "active", "slurmd": "active"}, "sinfo_ok": True,
+                                     "nodes": nodes})  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("probe", "mlflow"),
+    ("head", "gpu1"),
     [
-        ("munge=active\nslurmd=inactive\nnfs=mounted\n", "OK\n"),  # slurmd stopped
-        ("munge=failed\nslurmd=active\nnfs=mounted\n", "OK\n"),  # munge down
-        ("munge=active\nslurmd=active\nnfs=not-mounted\n", "OK\n"),  # mountable but not mounted
-        ("munge=active\nslurmd=active\nnfs=mounted\n", ""),  # MLflow not answering
+        (head_health(), node_health(slurmd="inactive")),  # slurmd stopped
+        (head_health(), node_health(munge="failed")),  # munge down
+        (head_health(), node_health(nfs="not-mounted")),  # mountable but not mounted
+        (head_health(mlflow_health="unreachable"), node_health()),  # MLflow not answering
+        (not_ready("gpu1"), node_health()),  # down in Slurm (the role says which states are ready)
+        (head_health(nfs_server_health="down"), node_health()),  # the export is gone
     ],
+    ids=["slurmd", "munge", "nfs", "mlflow", "slurm-state", "export"],
 )
-def test_each_fault_is_unhealthy(mesh, monkeypatch, probe, mlflow):
-    replies = {"head": HEAD_OK, "gpu1": ssh.SshResult(0, probe, ""), "cpu1": GPU_OK, "mlflow": mlflow}
-    monkeypatch.setattr(membership, "_on", answer(replies))
-    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
-    _rows, _mlflow, healthy = membership.status(mesh, mesh.load()[0])
+def test_each_fault_is_unhealthy(mesh, fake, head, gpu1):
+    fake.health = {"head": head, "gpu1": gpu1, "cpu1": node_health()}
+    _rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
     assert healthy is False
 
 
@@ -98,51 +138,37 @@ def tailnet_mesh(mesh):
     return mesh
 
 
-def with_tailnet(result: ssh.SshResult, tailnet: str) -> ssh.SshResult:
-    return ssh.SshResult(result.rc, result.stdout + f"tailnet={tailnet}\n", result.stderr)
-
-
-def test_probe_script_asks_tailscale_only_on_a_tailnet_mesh():
-    assert "tailscale status --json" not in membership.probe_script(["slurmd"], is_head=False)
-    script = membership.probe_script(["slurmd"], is_head=False, tailnet=True)
-    assert "tailscale status --json" in script and "tailnet=absent" in script
-
-
-def test_tailnet_probe_reads_real_status_json(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import fixture_text
-
-    text = fixture_text("tailscale-status/needslogin-1.94.2-proxmox-linux-no-ips.txt")
-    out = subprocess.run([sys.executable, "-c", membership.TAILNET_PROBE], input=text, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    assert out.split() == ["NeedsLogin", "-"]
-
-
-def test_tailnet_column_and_health(tailnet_mesh, monkeypatch):
-    replies = {
-        "head": with_tailnet(HEAD_OK, "Running 100.64.0.1 "),
-        "gpu1": with_tailnet(GPU_OK, "Running 100.64.0.2 userspace"),  # no TUN device
-        "cpu1": with_tailnet(GPU_OK, "NeedsLogin - "),
+def test_tailnet_column_and_health(tailnet_mesh, fake):
+    fake.health = {
+        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
+        "gpu1": node_health(tailnet=ts("Running", "100.64.0.2", userspace=True)),  # no TUN device
+        "cpu1": node_health(tailnet=ts("NeedsLogin", None)),
     }
-    monkeypatch.setattr(membership, "_on", answer(replies))
-    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
     rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
     assert by["head"].healthy and by["head"].tailnet == "Running 100.64.0.1"
-    assert not by["gpu1"].healthy and "NCCL" in by["gpu1"].error
+    assert not by["gpu1"].healthy and "NCCL" in by["gpu1"].error and by["gpu1"].tailnet.endswith("userspace")
     assert not by["cpu1"].healthy and "rotate-authkey --stored" in by["cpu1"].error
+    assert by["cpu1"].tailnet == "NeedsLogin -"
     assert healthy is False
 
 
-def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, monkeypatch):
-    replies = {
-        "head": with_tailnet(HEAD_OK, "Running 100.64.0.1 "),
-        "gpu1": with_tailnet(GPU_OK, "Running 100.64.9.9 "),  # Slurm and NFS still use 100.64.0.2
-        "cpu1": with_tailnet(GPU_OK, "Running 100.64.0.3 "),
+def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, fake):
+    fake.health = {
+        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
+        "gpu1": node_health(tailnet=ts("Running", "100.64.9.9")),  # Slurm and NFS still use 100.64.0.2
+        "cpu1": node_health(tailnet=ts("Running", "100.64.0.3")),
     }
-    monkeypatch.setattr(membership, "_on", answer(replies))
-    monkeypatch.setattr(membership, "READY_STATES", (*membership.READY_STATES, "down"))
     rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     assert [r.name for r in rows if not r.healthy] == ["gpu1"]
+
+
+def test_progress_collects_health_facts_per_host():
+    import io
+
+    progress = runner.Progress(out=io.StringIO(), live=False)
+    res = {"ansible_facts": {"munge_health": "active"}, "changed": False}
+    progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": res}})
+    res = {"ansible_facts": {"slurm_health": {"daemons": {"slurmd": "active"}}}, "changed": False}
+    progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": res}})
+    assert progress.health == {"gpu1": {"munge_health": "active", "slurm_health": {"daemons": {"slurmd": "active"}}}}

@@ -123,3 +123,11 @@ def test_key_expiry_parsing(ts):
     assert not ts.key_expired("2026-11-22T00:00:01+00:00", NOW)
     assert not ts.key_expired("0001-01-01T00:00:00Z garbage", NOW)
     assert not ts.key_expired(None, NOW)
+
+
+def test_userspace_means_tailscaled_has_no_tun_device(ts):
+    running = '{"BackendState": "Running", "Self": {"HostName": "pod", "TailscaleIPs": ["100.64.0.7"]}, "TUN": false}'
+    assert ts.tailscale_status(running)["userspace"] is True
+    assert ts.tailscale_status(running.replace('"TUN": false', '"TUN": true'))["userspace"] is False
+    text = fixture_text("tailscale-status/needslogin-1.94.2-proxmox-linux-no-ips.txt")  # no TUN key: kernel mode
+    assert ts.tailscale_status(text)["userspace"] is False

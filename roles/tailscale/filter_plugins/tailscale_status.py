@@ -26,7 +26,8 @@ def tailscale_status(text):
     """Facts from `tailscale status --json`.
 
     Returns backend_state (``Running``, ``NeedsLogin``, ``Stopped``, ...), hostname, ipv4, ipv6
-    (first of each in Self.TailscaleIPs, None when logged out), key_expiry (or None) and version.
+    (first of each in Self.TailscaleIPs, None when logged out), key_expiry (or None), version and
+    userspace (True when tailscaled runs without a TUN device: ``"TUN": false``).
     Raises TailscaleOutputError, with the first line printed, when tailscaled is not running or
     the text is not valid JSON.
     """
@@ -49,6 +50,7 @@ def tailscale_status(text):
         "ipv6": v6[0] if v6 else None,
         "key_expiry": me.get("KeyExpiry"),
         "version": data.get("Version"),
+        "userspace": data.get("TUN") is False,
     }
 
 
