@@ -31,7 +31,7 @@ images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
 
 lint: venv
-	@$(T) ruff bash -c 'ruff check meshctl tests roles bench && ruff format --check meshctl tests roles bench'
+	@$(T) ruff bash -c 'ruff check meshctl tests roles bench examples && ruff format --check meshctl tests roles bench examples'
 	@$(T) yamllint yamllint -s .
 	@$(T) ansible-lint ansible-lint --offline -q
 

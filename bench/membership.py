@@ -77,8 +77,13 @@ class Bench:
                                "--ssh-key", str(self.key), "--provider", "local")  # fmt: skip
         if done.returncode:
             raise SystemExit(f"init failed: {done.stderr}")
-        with (self.mesh / "group_vars" / "all.yml").open("a") as handle:  # pip behind this machine's proxy
-            handle.write("mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n")
+        # pip behind this machine's proxy; no PyTorch in the job environment (its install would
+        # dominate every figure: this measures membership).
+        with (self.mesh / "group_vars" / "all.yml").open("a") as handle:
+            handle.write(
+                "mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n"
+                "job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\njob_env_torch: ''\n"
+            )
 
     def add(self, node: nodes.Node, members: list[nodes.Node]) -> dict:
         before = self.pids(members)

@@ -49,10 +49,6 @@ def mesh_address_for(host: str, given: str | None) -> str:
         raise UsageError(f"cannot resolve {host} to an IPv4 address", hint="pass --mesh-address ADDR") from None
 
 
-def node_argv(mesh: Mesh, node: Node) -> list[str]:
-    return ssh.ssh_argv(node.host, node.user, node.port, node.ssh_key, mesh.known_hosts)
-
-
 def sanitize_name(hostname: str) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", hostname.split(".")[0].lower()).strip("-")[:63]
     return name.strip("-")
@@ -178,7 +174,7 @@ def run(
         limit = ",".join(["localhost", *dict.fromkeys(n.name for n in [*targets, *leaving])])
     result = runner.run_playbook(
         playbook,
-        mesh.run_inventory(nodes, mesh_vars, leaving=leaving),
+        mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets}),
         mesh.path,
         limit=limit,
         check=check,

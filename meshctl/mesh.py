@@ -165,15 +165,17 @@ def to_inventory(
     facts: dict[str, dict] | None = None,
     secrets: Path | None = None,
     leaving: list[Node] | tuple = (),
+    converging: set[str] | None = None,
 ) -> dict:
     """The Ansible inventory for these nodes: hosts with records, groups derived from them.
 
     This one function builds both ``mesh.yml`` (no keyword arguments) and the inventory of every
-    run (``Mesh.run_inventory``): for a run, pending nodes also join their role groups (they are
-    being configured), recorded hardware facts become each node's ``mesh_hw`` (so the head renders
-    cluster-wide files without reaching the other nodes; a node in the run gathers fresh facts,
-    which take precedence), the secrets folder is named, and nodes leaving the mesh are hosts of
-    group ``leaving`` only.
+    run (``Mesh.run_inventory``): for a run, pending nodes that the run converges (``converging``,
+    None: all) also join their role groups (they are being configured; another pending node, one
+    whose add-node failed, stays out of the way), recorded hardware facts become each node's
+    ``mesh_hw`` (so the head renders cluster-wide files without reaching the other nodes; a node
+    in the run gathers fresh facts, which take precedence), the secrets folder is named, and nodes
+    leaving the mesh are hosts of group ``leaving`` only.
     """
     for_run = facts is not None
     hosts = {n.name: n.hostvars() for n in [*nodes, *leaving]}
@@ -183,7 +185,7 @@ def to_inventory(
         children.setdefault(group, {"hosts": {}})["hosts"][name] = {}
 
     for n in nodes:
-        if n.state == "active" or for_run:
+        if n.state == "active" or (for_run and (converging is None or n.name in converging)):
             for role in n.roles:
                 add(role, n.name)
         if n.state != "active":
@@ -262,9 +264,12 @@ class Mesh:
         with contextlib.suppress(FileNotFoundError):
             (self.facts_dir / f"{check_name(name)}.json").unlink()
 
-    def run_inventory(self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = ()) -> dict:
+    def run_inventory(
+        self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = (), converging: set[str] | None = None
+    ) -> dict:
         """The inventory one Ansible run gets (see ``to_inventory``)."""
-        return to_inventory(nodes, mesh_vars, facts=self.load_facts(), secrets=self.secrets, leaving=leaving)
+        facts = self.load_facts()
+        return to_inventory(nodes, mesh_vars, facts=facts, secrets=self.secrets, leaving=leaving, converging=converging)
 
     @classmethod
     def find(cls, explicit: str | None = None, cwd: Path | None = None) -> Mesh:

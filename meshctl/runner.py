@@ -20,7 +20,7 @@ import ansible_runner
 import yaml
 
 from meshctl import display, resources
-from meshctl.errors import PlaybookError
+from meshctl.errors import EnvironmentProblem, PlaybookError
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
@@ -185,6 +185,20 @@ class Progress:
         display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
 
 
+def ansible_playbook() -> str:
+    """The ansible-playbook beside meshctl's interpreter (its venv), else the one on PATH."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("ansible-playbook")
+    if found is None:
+        raise EnvironmentProblem(
+            "ansible-playbook is not installed beside meshctl nor on PATH",
+            hint="install meshctl with its dependencies (pip install meshctl) or put Ansible on PATH",
+        )
+    return found
+
+
 def run_playbook(
     playbook: str,
     inventory: dict,
@@ -233,6 +247,8 @@ def run_playbook(
             "ANSIBLE_PIPELINING": "1",
             # Every node of the mesh at once (the default of 5 serializes larger meshes).
             "ANSIBLE_FORKS": str(max(5, len(hosts) + 1)),
+            # The ansible-playbook beside meshctl's interpreter comes first (meshctl run as .venv/bin/meshctl).
+            "PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")]),
         }
         try:
             runner = ansible_runner.run(

@@ -24,9 +24,25 @@ if [ ! -f "$MESH/mesh.yml" ]; then
   echo "==> meshctl init $MESH --head root@$HEAD"
   meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
   # The demo nodes are containers behind this machine's TLS-intercepting proxy (if any): pip
-  # inside them (MLflow's install) needs this machine's CA bundle, which the node image trusts.
+  # inside them (MLflow, the job environment) needs this machine's CA bundle, which the node image trusts.
   printf 'mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n' \
     >> "$MESH/group_vars/all.yml"
+fi
+# The job environment gets a CPU build of PyTorch: a wheel kept on this machine when there is one
+# (MESHCTL_WHEELS, default /opt/wheels), else PyTorch's CPU index (not gigabytes of CUDA).
+if ! grep -q '^job_env_' "$MESH/group_vars/all.yml"; then
+  wheels=${MESHCTL_WHEELS:-/opt/wheels}
+  wheel=$(ls "$wheels"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -n 1 || true)
+  {
+    printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n'
+    if [ -n "$wheel" ]; then
+      version=$(basename "$wheel" | cut -d- -f2 | cut -d+ -f1)
+      printf 'job_env_torch: torch==%s\njob_env_find_links_dir: %s\n' "$version" "$wheels"
+    else
+      printf 'job_env_pip_index_url: https://download.pytorch.org/whl/cpu\n'
+      printf 'job_env_pip_extra_index_urls: [https://pypi.org/simple]\n'
+    fi
+  } >> "$MESH/group_vars/all.yml"
 fi
 export MESHCTL_MESH=$MESH
 for node in gpu1:$GPU1 cpu1:$CPU1; do
@@ -64,6 +80,36 @@ echo "==> MLflow on the head, asked from cpu1 through the tracking URI every nod
   python3 -c "import os, urllib.request; print(\"health:\", urllib.request.urlopen(os.environ[\"MLFLOW_TRACKING_URI\"] + \"/health\").read().decode())"'
 echo "==> The NFS export on the head"
 "${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"
+
+# Training across the mesh: examples/ddp on head, gpu1 and cpu1. On a real mesh the examples sit
+# on the share; these containers cannot mount NFS, so every node gets its own copy at that path.
+echo "==> A 3-node PyTorch DDP job (examples/ddp), tracked in MLflow"
+for node in head:$HEAD gpu1:$GPU1 cpu1:$CPU1; do
+  tar -C examples -c ddp | "${SSH[@]}" "root@${node#*:}" "mkdir -p /mnt/shared-slurm/examples && tar -C /mnt/shared-slurm/examples -x"
+done
+job=$("${SSH[@]}" "root@$HEAD" "cd /mnt/shared-slurm/examples/ddp && sbatch --parsable --wait --nodes=3 --output=/var/tmp/ddp-%j.out ddp.sbatch --steps 60")
+batch=$("${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -o 'BatchHost=[^ ]*' | cut -d= -f2)
+batch_addr=$(case $batch in head) echo $HEAD ;; gpu1) echo $GPU1 ;; *) echo $CPU1 ;; esac)
+"${SSH[@]}" "root@$batch_addr" "cat /var/tmp/ddp-$job.out" | tee "$DEMO/ddp.out"
+"${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -q 'JobState=COMPLETED' \
+  || { echo "demo: FAILED: the DDP job $job did not complete" >&2; exit 1; }
+run_id=$(python3 -c 'import json,sys; print(next(json.loads(l)["run_id"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["rank"] == 0))' "$DEMO/ddp.out")
+echo "==> The run in MLflow (asked on the head)"
+"${SSH[@]}" "root@$HEAD" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<PY
+import json, os, urllib.request
+api = os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow"
+get = lambda path: json.load(urllib.request.urlopen(api + path))
+run = get("/runs/get?run_id=$run_id")["run"]
+losses = get("/metrics/get-history?run_id=$run_id&metric_key=loss&max_results=10000")["metrics"]
+params = {p["key"]: p["value"] for p in run["data"]["params"]}
+checkpoint = "/mnt/shared-slurm/mlflow-artifacts/%s/%s/artifacts/checkpoint/model.pt" % (run["info"]["experiment_id"], "$run_id")
+print("run", "$run_id", run["info"]["status"])
+print("world size", params["world_size"], "backend", params["backend"])
+print("steps logged", len(losses), "final loss", sorted(losses, key=lambda m: m["step"])[-1]["value"])
+print("checkpoint", checkpoint, "present" if os.path.exists(checkpoint) else "MISSING")
+complete = run["info"]["status"] == "FINISHED" and len(losses) == 60 and os.path.exists(checkpoint)
+raise SystemExit(0 if complete else "demo: FAILED: the MLflow run is incomplete")
+PY
 echo
 echo "The demo mesh is in $MESH. Try: MESHCTL_MESH=$MESH .venv/bin/meshctl status"
 echo "SSH to the head: ssh -i $KEY root@$HEAD   (make demo-down removes the containers)"

@@ -126,8 +126,10 @@ def test_init_records_the_head_after_preflight(bed):
     assert KEY_A not in result.stdout + result.stderr
     assert "Debian GNU/Linux 12" in result.stdout
     assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
-    with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # test-bed proxy CA for pip (MLflow)
+    with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # test-bed proxy CA for pip
         handle.write("mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n")
+        # The job environment without PyTorch here (molecule's default scenario installs it).
+        handle.write("job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\njob_env_torch: ''\n")
     listed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
         capture_output=True, text=True, check=True,
@@ -266,15 +268,24 @@ def pid(container: str, unit: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
 
 
-def wait_state(bed, node: str, wanted: str, seconds: float = 120) -> str:
-    state = ""
+def wait_on_head(bed, command: str, wanted: str, seconds: float = 120) -> str:
+    """Run a command on the head until its first line is ``wanted``; return what it printed last."""
+    out = ""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        state = bed.on_head(f"sinfo --noheader --nodes={node} --format=%T").strip()
-        if state.split("\n")[0] == wanted:
+        out = bed.on_head(command).strip()
+        if out.split("\n")[0] == wanted:
             break
         time.sleep(2)
-    return state
+    return out
+
+
+def wait_state(bed, node: str, wanted: str, seconds: float = 120) -> str:
+    return wait_on_head(bed, f"sinfo --noheader --nodes={node} --format=%T", wanted, seconds)
+
+
+def wait_job(bed, job: str) -> str:
+    return wait_on_head(bed, f"squeue --noheader --jobs={job} --format=%T", "RUNNING", 30)
 
 
 def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_head(bed):
@@ -310,16 +321,6 @@ def test_a_stopped_node_comes_back_idle_by_itself(bed):
     assert wait_state(bed, "n1", "idle", seconds=180) == "idle"  # no meshctl command
     result = bed.meshctl("apply")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-
-
-def wait_job(bed, job: str, seconds: float = 30) -> str:
-    state = ""
-    for _ in range(int(seconds)):
-        state = bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip()
-        if state == "RUNNING":
-            break
-        time.sleep(1)
-    return state
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):

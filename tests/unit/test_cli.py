@@ -268,3 +268,14 @@ def test_ctrl_c_during_the_run_leaves_a_consistent_inventory(mesh, fake_prefligh
     assert {n.name: n.state for n in nodes} == {"head": "active", "gpu": "pending"}
     with mesh.lock("apply"):  # the lock was released
         pass
+
+
+def test_a_failed_pending_node_does_not_block_adding_another(mesh, fake_preflight, fake_runner):
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("broken", "100.64.0.30", state="pending", mesh_address="100.64.0.30"))
+    mesh.save(nodes, mesh_vars)
+    assert invoke(mesh, "add-node", "root@100.64.0.9", "--name", "gpu").exit_code == 0
+    groups = fake_runner[0]["inventory"]["all"]["children"]
+    assert set(groups["compute"]["hosts"]) == {"head", "gpu"}  # the broken one is not converged nor waited for
+    assert set(groups["pending"]["hosts"]) == {"broken", "gpu"}
+    assert {n.name: n.state for n in mesh.load()[0]} == {"head": "active", "broken": "pending", "gpu": "active"}

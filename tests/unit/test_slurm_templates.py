@@ -109,6 +109,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_task": "task/cgroup,task/affinity",
         "slurm_return_to_service": 2,
         "slurm_config_extra": {},
+        "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
         **extra,
     }
     return render("slurm.conf.j2", **variables)
@@ -120,6 +121,7 @@ def test_slurm_conf_names_the_controller_by_mesh_address_and_serves_configs(rend
     assert not any(line.startswith("ControlMachine") for line in lines)
     assert "SelectType=select/cons_tres" in lines
     assert "SlurmctldParameters=enable_configless" in lines
+    assert "TaskProlog=/usr/local/libexec/meshctl/slurm-task-prolog" in lines
     assert (lines[2], lines[3]) == ("SlurmctldPort=6817", "SlurmdPort=6818")
 
 
@@ -186,3 +188,44 @@ def test_dynamic_slurmd_registers_itself_with_its_facts(render, mesh):
 def test_static_slurmd_only_fetches_its_config(render, mesh):
     start = [line for line in slurmd_unit(render, mesh, "desk", "static") if line.startswith("ExecStart=/")]
     assert start == ["ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
+
+
+def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_path):
+    """Render the TaskProlog and run it with an `ip` that prints a machine with docker0, a public
+    NIC and tailscale0: the collective libraries get tailscale0, the one holding the mesh address."""
+    import subprocess
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True)
+    env.filters["comment"] = comment
+    script = env.get_template("task_prolog.sh.j2").render(
+        ansible_managed="Ansible managed",
+        mesh_address="100.101.1.11",
+        slurm_task_environment={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_FAMILY": "AF_INET"},
+    )
+    (tmp_path / "prolog").write_text(script)
+    fake_ip = tmp_path / "bin" / "ip"  # test double: what `ip -o -4 addr show` prints on a GPU VM
+    fake_ip.parent.mkdir()
+    fake_ip.write_text(
+        "#!/bin/sh\ncat <<'OUT'\n"
+        "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+        "2: ens5    inet 203.0.113.9/24 brd 203.0.113.255 scope global ens5\\       valid_lft forever\n"
+        "3: docker0    inet 172.17.0.1/16 brd 172.17.255.255 scope global docker0\\       valid_lft forever\n"
+        "4: tailscale0    inet 100.101.1.11/32 scope global tailscale0\\       valid_lft forever\n"
+        "OUT\n"
+    )
+    fake_ip.chmod(0o755)
+    run = subprocess.run(["sh", str(tmp_path / "prolog")], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{fake_ip.parent}:/usr/bin:/bin"})  # fmt: skip
+    assert run.stdout.splitlines() == [
+        "export NCCL_SOCKET_IFNAME=tailscale0",
+        "export GLOO_SOCKET_IFNAME=tailscale0",
+        "export OMPI_MCA_btl_tcp_if_include=tailscale0",
+        "export MESH_ADDRESS=100.101.1.11",
+        "export NCCL_IB_DISABLE=1",
+        "export NCCL_SOCKET_FAMILY=AF_INET",
+    ]
+    # Userspace Tailscale (a pod): the address is on no interface, so no interface is forced.
+    (tmp_path / "prolog").write_text(script.replace("100.101.1.11", "100.101.1.99"))
+    run = subprocess.run(["sh", str(tmp_path / "prolog")], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{fake_ip.parent}:/usr/bin:/bin"})  # fmt: skip
+    assert "IFNAME" not in run.stdout and "export MESH_ADDRESS=100.101.1.99" in run.stdout
