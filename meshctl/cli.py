@@ -22,8 +22,7 @@ class MeshctlGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             if isinstance(exc, PartialError) and exc.unreachable:
-                what = "start it, then `meshctl apply --limit {0}`; or `meshctl remove-node {0} --force`"
-                rows = [[name, said, what.format(name)] for name, said in exc.unreachable.items()]
+                rows = [[name, said, exc.todo.format(node=name)] for name, said in exc.unreachable.items()]
                 display.table("Not reached", ["node", "what happened", "what to do"], rows)
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)

@@ -52,9 +52,12 @@ class PartialError(MeshctlError):
 
     exit_code = 7
 
-    def __init__(self, message: str, hint: str | None = None, unreachable: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, hint: str | None = None, unreachable: dict[str, str] | None = None, todo: str = ""
+    ) -> None:
         super().__init__(message, hint)
-        self.unreachable = unreachable or {}
+        self.unreachable = unreachable or {}  # node -> what happened
+        self.todo = todo  # what to do about one of them; ``{node}`` names it
 
 
 class EnvironmentProblem(MeshctlError):

@@ -171,7 +171,7 @@ def run(
     """
     limit = None
     if targets is not None:
-        limit = ",".join(["localhost", *dict.fromkeys(n.name for n in [*targets, *leaving])])
+        limit = runner.limit_to(n.name for n in [*targets, *leaving])
     result = runner.run_playbook(
         playbook,
         mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets}),
@@ -207,6 +207,7 @@ def raise_partial(result: runner.RunResult, done: str) -> None:
         hint="start them (they rejoin Slurm by themselves) and run `meshctl apply --limit NODE`, "
         "or take them out with `meshctl remove-node NODE --force`",
         unreachable=unreachable,
+        todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
     )
 
 

@@ -185,6 +185,11 @@ class Progress:
         display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
 
 
+def limit_to(names) -> str:
+    """An Ansible --limit for these nodes, keeping localhost (every playbook's validate play)."""
+    return ",".join(["localhost", *dict.fromkeys(names)])
+
+
 def ansible_playbook() -> str:
     """The ansible-playbook beside meshctl's interpreter (its venv), else the one on PATH."""
     beside = Path(sys.executable).parent / "ansible-playbook"

@@ -189,7 +189,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
         "rotate_authkey.yml",
         mesh.run_inventory(nodes, mesh_vars),
         mesh.path,
-        limit=",".join(["localhost", *(n.name for n in members)]),
+        limit=runner.limit_to(n.name for n in members),
         verbosity=verbosity,
         known_hosts=mesh.known_hosts,
         progress=progress,
@@ -222,6 +222,7 @@ def require_rotated(rows: list[RotationRow]) -> None:
             f"{len(behind)} of {len(rows)} nodes could not be reached and are not on the new key: {', '.join(behind)}",
             hint="the others are; start them and run `meshctl rotate-authkey --stored`",
             unreachable=down,
+            todo="start it, then `meshctl rotate-authkey --stored`",
         )
     if behind:
         raise PlaybookError(
