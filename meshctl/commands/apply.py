@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from meshctl import membership, runner
+from meshctl import completion, membership, runner
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
 @click.command("apply")
-@click.option("--limit", help="Only these nodes and the head (comma-separated names, e.g. 'gpu1,cpu1').")
+@click.option("--limit", shell_complete=completion.node_name_list,
+              help="Only these nodes and the head (comma-separated names, e.g. 'gpu1,cpu1').")  # fmt: skip
 @click.option("--check", is_flag=True, help="Ansible check mode: report what would change.")
 @click.option("--diff", is_flag=True, help="Show file differences.")
 @mesh_option

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from meshctl import membership, runner
+from meshctl import completion, membership, runner
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
 @click.command("remove-node")
-@click.argument("name")
+@click.argument("name", shell_complete=completion.node_names)
 @click.option("--force", is_flag=True, help="Cancel the node's jobs instead of waiting for them.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=3600, show_default=True,
               help="Seconds to wait for the node's jobs.")  # fmt: skip
