@@ -33,15 +33,9 @@ def complete(words: str, shell: str = "bash", mesh: Mesh | None = None, cwd=None
     env["PYTHONPATH"] = str(REPO)  # this checkout's meshctl, whatever the working directory
     if mesh is not None:
         env["MESHCTL_MESH"] = str(mesh.path)
-    if shell == "bash":
-        env["COMP_WORDS"] = words
-        env["COMP_CWORD"] = str(len(words.split(" ")) - 1)
-    elif shell == "zsh":
-        env["COMP_WORDS"] = words
-        env["COMP_CWORD"] = str(len(words.split(" ")) - 1)
-    else:  # fish: the words typed so far and the one being completed
-        env["COMP_WORDS"] = words
-        env["COMP_CWORD"] = words.split(" ")[-1]
+    env["COMP_WORDS"] = words
+    # bash and zsh: the index of the word being completed; fish: that word itself.
+    env["COMP_CWORD"] = words.split(" ")[-1] if shell == "fish" else str(len(words.split(" ")) - 1)
     done = subprocess.run([sys.executable, "-m", "meshctl"], env=env, cwd=cwd, capture_output=True, text=True,
                           check=True)  # fmt: skip
     return [line for line in done.stdout.splitlines() if line]
