@@ -21,6 +21,15 @@ from meshctl import preflight, runner, ssh, tailnet
 from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
 from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
 
+# A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
+GITIGNORE = """# Written by meshctl init. Runtime files:
+mesh.lock
+mesh.yml.bak
+.mesh.yml.*
+# Keys in clear (the munge key, the Tailscale auth key): never in git.
+secrets/
+"""
+
 GROUP_VARS_ALL = """---
 # Mesh-wide settings, read by every role (see each role's README for its variables).
 # The tailnet every mesh address lies in.
@@ -146,6 +155,8 @@ def init_mesh(
         mesh_vars["mesh_tailscale"] = True
         group_vars += tailnet.group_vars_text(list(tags), login_server)
     atomic_write(mesh.path / "group_vars" / "all.yml", group_vars)
+    if not (mesh.path / ".gitignore").exists():
+        atomic_write(mesh.path / ".gitignore", GITIGNORE)
     mesh.save([node], mesh_vars)
     return mesh, node, report
 

@@ -1,5 +1,7 @@
 """CLI argument handling with CliRunner; SSH preflight and ansible-runner mocked."""
 
+import subprocess
+
 import pytest
 from click.testing import CliRunner
 
@@ -279,3 +281,32 @@ def test_a_failed_pending_node_does_not_block_adding_another(mesh, fake_prefligh
     assert set(groups["compute"]["hosts"]) == {"head", "gpu"}  # the broken one is not converged nor waited for
     assert set(groups["pending"]["hosts"]) == {"broken", "gpu"}
     assert {n.name: n.state for n in mesh.load()[0]} == {"head": "active", "broken": "pending", "gpu": "active"}
+
+
+def test_init_makes_a_mesh_directory_for_git(tmp_path, monkeypatch):
+    """git add -A in a fresh mesh takes the inventory and settings, never keys or runtime files."""
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1",
+                                      "--name", "desk"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    m = Mesh(tmp_path / "m")
+    (m.secrets / "munge.key").write_bytes(b"\x00key")
+    (m.path / "mesh.lock").write_text("123 apply\n")
+    nodes, mesh_vars = m.load()
+    m.save(nodes, mesh_vars)  # leaves mesh.yml.bak
+    assert (m.path / "mesh.yml.bak").exists()
+    git = ["git", "-C", str(m.path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    staged = subprocess.run([*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True)
+    assert sorted(staged.stdout.split()) == [".gitignore", "group_vars/all.yml", "mesh.yml"]
+
+
+def test_init_keeps_a_gitignore_the_user_already_has(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / ".gitignore").write_text("mine\n")
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1",
+                                      "--name", "desk"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m" / ".gitignore").read_text() == "mine\n"
