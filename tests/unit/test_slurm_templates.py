@@ -229,3 +229,15 @@ def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_
     run = subprocess.run(["sh", str(tmp_path / "prolog")], capture_output=True, text=True, check=True,
                          env={"PATH": f"{fake_ip.parent}:/usr/bin:/bin"})  # fmt: skip
     assert "IFNAME" not in run.stdout and "export MESH_ADDRESS=100.101.1.99" in run.stdout
+
+
+@pytest.mark.parametrize("plugin", ["cgroup/v1", "cgroup/v2", "autodetect"])
+def test_cgroup_conf_names_the_chosen_cgroup_plugin(render, plugin):
+    lines = render("cgroup.conf.j2", slurm_cgroup_plugin=plugin)
+    assert lines[0] == f"CgroupPlugin={plugin}"
+    assert {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"} <= set(lines)
+
+
+def test_cgroup_conf_for_slurm_21_08_has_no_cgroup_plugin_setting(render):
+    # 21.08 does not know CgroupPlugin (22.05 added it) and would refuse the file.
+    assert not any(line.startswith("CgroupPlugin") for line in render("cgroup.conf.j2", slurm_cgroup_plugin=None))

@@ -106,3 +106,53 @@ def test_membership_can_be_forced_static_but_not_dynamic_on_21_08(sv):
         sv.slurm_membership("24.11.5", "yes")
     with pytest.raises(ValueError, match="version"):
         sv.slurm_membership(None)
+
+
+# What each distribution ships: Ubuntu 22.04 21.08, Debian 12 22.05, Ubuntu 24.04 23.11, Debian 13 24.11.
+VERSIONS = {
+    "21.08": "21.08.5-2ubuntu1",
+    "22.05": "22.05.8-4+deb12u3",
+    "23.11": "23.11.4-1.2ubuntu5",
+    "24.11": "24.11.5-2",
+}
+CGROUP = ("proctrack/cgroup", "task/cgroup,task/affinity")
+# (major, cgroup version of every node, container) -> (proctrack, task, CgroupPlugin)
+MATRIX = {
+    ("21.08", 1, False): (*CGROUP, None),  # 21.08 has cgroup v1 plugins and no CgroupPlugin setting
+    ("21.08", 2, False): ("proctrack/linuxproc", "task/affinity", None),  # Ubuntu 22.04 VMs boot v2 only
+    ("21.08", 1, True): ("proctrack/linuxproc", "task/none", None),
+    ("21.08", 2, True): ("proctrack/linuxproc", "task/none", None),
+    ("22.05", 1, False): (*CGROUP, "cgroup/v1"),
+    ("22.05", 2, False): (*CGROUP, "cgroup/v2"),
+    ("22.05", 1, True): ("proctrack/linuxproc", "task/none", None),
+    ("22.05", 2, True): ("proctrack/linuxproc", "task/none", None),
+    ("23.11", 1, False): (*CGROUP, "cgroup/v1"),
+    ("23.11", 2, False): (*CGROUP, "cgroup/v2"),
+    ("23.11", 1, True): ("proctrack/linuxproc", "task/none", None),
+    ("23.11", 2, True): ("proctrack/linuxproc", "task/none", None),
+    ("24.11", 1, False): (*CGROUP, "cgroup/v1"),
+    ("24.11", 2, False): (*CGROUP, "cgroup/v2"),
+    ("24.11", 1, True): ("proctrack/linuxproc", "task/none", None),
+    ("24.11", 2, True): ("proctrack/linuxproc", "task/none", None),
+}
+
+
+@pytest.mark.parametrize(("major", "cgroup", "container"), sorted(MATRIX))
+def test_plugins_for_every_version_cgroup_and_machine_kind(sv, major, cgroup, container):
+    chosen = sv.slurm_plugins(VERSIONS[major], [cgroup, cgroup], container)
+    assert (chosen["proctrack"], chosen["task"], chosen["cgroup_plugin"]) == MATRIX[(major, cgroup, container)]
+
+
+def test_nodes_that_differ_or_are_unknown_let_each_slurmd_detect(sv):
+    assert sv.slurm_plugins("24.11.5", [1, 2], False)["cgroup_plugin"] == "autodetect"
+    assert sv.slurm_plugins("22.05.8", [2, None], False)["cgroup_plugin"] == "autodetect"
+
+
+def test_old_slurm_uses_cgroup_only_when_every_node_is_known_to_be_v1(sv):
+    assert sv.slurm_plugins("21.08.5", [1, 2], False)["proctrack"] == "proctrack/linuxproc"
+    assert sv.slurm_plugins("21.08.5", [1, None], False)["proctrack"] == "proctrack/linuxproc"
+
+
+def test_plugins_need_a_version(sv):
+    with pytest.raises(ValueError, match="cannot tell"):
+        sv.slurm_plugins(None, [2], False)

@@ -85,6 +85,38 @@ def apt_policy_version(text):
     return None
 
 
+def slurm_plugins(version, cgroup_versions, any_container):
+    """Process tracking, task plugins and cgroup plugin for a mesh, from what its nodes run.
+
+    ``version`` is the controller's Slurm version, ``cgroup_versions`` each compute node's cgroup
+    version (1, 2, or None when unknown) and ``any_container`` whether a compute node is a
+    container. These plugins are cluster-wide (slurm.conf), so the least capable node decides:
+
+    - a container has no cgroup control of its own: proctrack/linuxproc, task/none;
+    - Slurm before 22.05 knows cgroup v1 only (its cgroup plugins fail on a v2-only machine,
+      Ubuntu 22.04's default): proctrack/cgroup only when every node is on v1, else
+      proctrack/linuxproc and task/affinity (no containment, jobs run);
+    - from 22.05 on, Slurm runs either: proctrack/cgroup with cgroup/v1 or cgroup/v2 when every
+      node agrees, ``autodetect`` (each slurmd picks) when they differ or one is unknown.
+
+    Returns {"proctrack", "task", "cgroup_plugin"}; cgroup_plugin is None where cgroup.conf must
+    not name one (no cgroup plugins in use, or a Slurm that has no CgroupPlugin setting).
+    """
+    major = slurm_major(version)
+    if major is None:
+        raise ValueError(f"cannot tell Slurm's version from {version!r}")
+    if any_container:
+        return {"proctrack": "proctrack/linuxproc", "task": "task/none", "cgroup_plugin": None}
+    found = {v for v in cgroup_versions or [] if v is not None}
+    unknown = any(v is None for v in cgroup_versions or []) or not found
+    if tuple(map(int, major.split("."))) < (22, 5):
+        if found == {1} and not unknown:
+            return {"proctrack": "proctrack/cgroup", "task": "task/cgroup,task/affinity", "cgroup_plugin": None}
+        return {"proctrack": "proctrack/linuxproc", "task": "task/affinity", "cgroup_plugin": None}
+    plugin = f"cgroup/v{found.pop()}" if len(found) == 1 and not unknown else "autodetect"
+    return {"proctrack": "proctrack/cgroup", "task": "task/cgroup,task/affinity", "cgroup_plugin": plugin}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -92,4 +124,5 @@ class FilterModule:
             "slurm_version_problems": slurm_version_problems,
             "apt_policy_version": apt_policy_version,
             "slurm_membership": slurm_membership,
+            "slurm_plugins": slurm_plugins,
         }
