@@ -4,10 +4,12 @@ from pathlib import Path
 
 import jinja2
 import pytest
+import yaml
 
 from tests.conftest import fixture_text
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
+DEFAULTS = yaml.safe_load((TEMPLATES.parent / "defaults" / "main.yml").read_text())
 
 
 def comment(text):  # the part of Ansible's `comment` filter these templates use
@@ -96,6 +98,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_controller_address": "100.101.1.10",
         "slurm_ctld_port": 6817,
         "slurm_slurmd_port": 6818,
+        "slurm_srun_port_range": DEFAULTS["slurm_srun_port_range"],
         "slurm_membership_used": membership,
         "slurm_max_node_count": 1024,
         "slurm_feature_all": "meshctl",
@@ -241,3 +244,11 @@ def test_cgroup_conf_names_the_chosen_cgroup_plugin(render, plugin):
 def test_cgroup_conf_for_slurm_21_08_has_no_cgroup_plugin_setting(render):
     # 21.08 does not know CgroupPlugin (22.05 added it) and would refuse the file.
     assert not any(line.startswith("CgroupPlugin") for line in render("cgroup.conf.j2", slurm_cgroup_plugin=None))
+
+
+def test_srun_listens_on_the_fixed_range_from_the_role_defaults(render, mesh):
+    lines = slurm_conf(render, mesh, [])
+    assert DEFAULTS["slurm_srun_port_range"] == "60001-60100"
+    assert "SrunPortRange=60001-60100" in lines
+    first, last = map(int, DEFAULTS["slurm_srun_port_range"].split("-"))
+    assert 1024 < first < last <= 65535
