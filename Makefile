@@ -8,7 +8,7 @@ export PY_COLORS ?= 0
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine images lint unit e2e molecule demo-down clean
+.PHONY: demo test venv engine images lint unit e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
 demo: venv engine
@@ -17,7 +17,7 @@ demo: venv engine
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine images lint unit e2e molecule
+test: venv engine images lint unit collection e2e molecule
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -30,18 +30,26 @@ engine: venv
 images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
 
-lint: venv
-	@$(T) ruff bash -c 'ruff check meshctl tests roles bench examples && ruff format --check meshctl tests roles bench examples'
+# The roles, module and filters are the collection meshctl.mesh (galaxy.yml); a checkout finds it
+# through .collections/ (ansible.cfg's collections_path), a link to this folder.
+collection-link:
+	@mkdir -p .collections/ansible_collections/meshctl && ln -sfn ../../.. .collections/ansible_collections/meshctl/mesh
+
+collection: venv collection-link
+	@$(T) collection ansible-galaxy collection build --force --output-path build/collection
+
+lint: venv collection-link
+	@$(T) ruff bash -c 'ruff check meshctl tests plugins bench examples && ruff format --check meshctl tests plugins bench examples'
 	@$(T) yamllint yamllint -s .
 	@$(T) ansible-lint ansible-lint --offline -q
 
 unit: venv
 	@$(T) pytest pytest -q -m "not e2e"
 
-e2e: images
+e2e: images collection-link
 	@$(T) e2e pytest -q -m e2e
 
-molecule: images
+molecule: images collection-link
 	@$(T) molecule molecule test --all
 
 demo-down: venv
@@ -49,4 +57,4 @@ demo-down: venv
 	rm -rf .demo
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .collections

@@ -14,14 +14,14 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def data_dir() -> Path:
-    """Return the folder that holds ``playbooks/`` and ``roles/``.
+    """Return the folder that holds ``playbooks/``, ``roles/`` and ``plugins/`` (the collection's root).
 
     A built wheel ships them under ``meshctl/_data``; a checkout (editable
     install or ``python -m meshctl`` from the repository) has them beside the
     package.
     """
     for candidate in (_PACKAGE / "_data", _PACKAGE.parent):
-        if (candidate / "playbooks").is_dir() and (candidate / "roles").is_dir():
+        if all((candidate / part).is_dir() for part in ("playbooks", "roles", "plugins")):
             return candidate
     raise EnvironmentProblem(
         "meshctl cannot find its playbooks and roles",
@@ -40,11 +40,30 @@ def roles_dir() -> Path:
     return data_dir() / "roles"
 
 
+# The roles, the module and the filters are one Ansible collection (galaxy.yml): the folder that
+# holds playbooks/ and roles/ is also the collection's root, so meshctl and a user's playbooks
+# run the same files.
+COLLECTION = ("meshctl", "mesh")
+
+
+def collections_path(folder: Path) -> Path:
+    """Make FOLDER a collections path that holds this meshctl's collection (a symlink to its root).
+
+    Returns FOLDER, for ANSIBLE_COLLECTIONS_PATH.
+    """
+    namespace = Path(folder) / "ansible_collections" / COLLECTION[0]
+    namespace.mkdir(parents=True, exist_ok=True)
+    link = namespace / COLLECTION[1]
+    if not link.is_symlink():
+        link.symlink_to(data_dir(), target_is_directory=True)
+    return Path(folder)
+
+
 @cache
-def role_module(relative: str) -> ModuleType:
-    """Import a Python file shipped inside a role (``slurm/...``), so the CLI and the roles share one copy."""
-    path = roles_dir() / relative
-    name = "meshctl._role_" + relative.replace("/", "_").removesuffix(".py")
+def plugin_module(relative: str) -> ModuleType:
+    """Import a Python file of the collection's plugins (``filter/...``), so the CLI and the roles share one copy."""
+    path = data_dir() / "plugins" / relative
+    name = "meshctl._plugin_" + relative.replace("/", "_").removesuffix(".py")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -242,7 +242,8 @@ def run_playbook(
             ssh_args += f" -o UserKnownHostsFile={known_hosts}"
         hosts = inventory.get("all", {}).get("hosts") or {}
         envvars = {
-            "ANSIBLE_ROLES_PATH": str(resources.roles_dir()),
+            # The roles and plugins, as the collection meshctl.mesh (the playbooks name them by FQCN).
+            "ANSIBLE_COLLECTIONS_PATH": str(resources.collections_path(private / "collections")),
             "ANSIBLE_SSH_ARGS": ssh_args,
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_NOCOLOR": "1",

@@ -26,7 +26,7 @@ KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/
 
 
 def _plugin() -> ModuleType:
-    return resources.role_module("tailscale/filter_plugins/tailscale_status.py")
+    return resources.plugin_module("filter/tailscale_status.py")
 
 
 def key_path(mesh: Mesh) -> Path:

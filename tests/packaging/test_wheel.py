@@ -53,6 +53,15 @@ def test_wheel_installs_and_finds_its_playbooks(tmp_path):
     assert where.startswith(target_site), where  # from the wheel, not the checkout
     assert "_data" in where
 
+    # The wheel's data folder is the collection meshctl.mesh: the playbooks find its roles by FQCN.
+    collections = subprocess.run(
+        [str(py), "-c", f"from meshctl import resources; print(resources.collections_path({str(tmp_path / 'c')!r}))"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert (Path(collections) / "ansible_collections/meshctl/mesh/plugins/modules/mesh_hw_facts.py").is_file()
     ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
     subprocess.run(
         [str(ansible_playbook), "--syntax-check", "-i", "localhost,", where],
@@ -62,6 +71,6 @@ def test_wheel_installs_and_finds_its_playbooks(tmp_path):
         text=True,
         env={
             "PATH": f"{ansible_playbook.parent}:/usr/bin:/bin",
-            "ANSIBLE_ROLES_PATH": str(Path(where).parents[1] / "roles"),
+            "ANSIBLE_COLLECTIONS_PATH": collections,
         },
     )

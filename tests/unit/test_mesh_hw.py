@@ -1,4 +1,4 @@
-"""Parsers of roles/mesh_facts/module_utils/mesh_hw.py on every real output in tests/fixtures."""
+"""Parsers of plugins/module_utils/mesh_hw.py on every real output in tests/fixtures."""
 
 import pytest
 

@@ -56,9 +56,7 @@ class Node:
                               capture_output=True, text=True, check=False)  # fmt: skip
 
     def status(self) -> dict:
-        return load_file("roles/tailscale/filter_plugins/tailscale_status.py").tailscale_status(
-            self.ts("status", "--json").stdout
-        )
+        return load_file("plugins/filter/tailscale_status.py").tailscale_status(self.ts("status", "--json").stdout)
 
 
 @pytest.fixture

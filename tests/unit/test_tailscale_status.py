@@ -4,7 +4,7 @@ import pytest
 
 from tests.conftest import fixture_text, fixtures_in, load_file
 
-PLUGIN = "roles/tailscale/filter_plugins/tailscale_status.py"
+PLUGIN = "plugins/filter/tailscale_status.py"
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,12 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.mesh_hw import GPU_QUERY_FIELDS, HwParseError, node_facts, parse_slurm_version
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_hw import (
+    GPU_QUERY_FIELDS,
+    HwParseError,
+    node_facts,
+    parse_slurm_version,
+)
 
 
 def _run(module, args):
