@@ -29,7 +29,7 @@ def test_roles_name_their_own_roles_and_plugins_by_fqcn():
     short = []
     for path in (REPO / "roles").rglob("*.yml"):
         text = path.read_text()
-        for bare in ("name: mesh_facts\n", "  mesh_hw_facts:\n", "| apt_policy_version", "| tailscale_status"):
+        for bare in (" name: mesh_facts\n", "  mesh_hw_facts:\n", "| apt_policy_version", "| tailscale_status"):
             if bare in text:
                 short.append(f"{path.relative_to(REPO)}: {bare.strip()}")
     assert short == []
