@@ -17,7 +17,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import preflight, runner, ssh, tailnet
+from meshctl import preflight, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
 from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
 
@@ -26,7 +26,9 @@ GITIGNORE = """# Written by meshctl init. Runtime files:
 mesh.lock
 mesh.yml.bak
 .mesh.yml.*
-# Keys in clear (the munge key, the Tailscale auth key): never in git.
+secrets/.*
+"""
+GITIGNORE_CLEAR_SECRETS = """# Keys in clear (the munge key, the Tailscale auth key): never in git.
 secrets/
 """
 
@@ -103,6 +105,7 @@ def init_mesh(
     tailscale_key: str | None = None,
     tags: tuple[str, ...] = (),
     login_server: str | None = None,
+    vault_id: str | None = None,
 ) -> tuple[Mesh, Node, PreflightReport | None]:
     """Create the mesh directory with its head (pending). With a Tailscale key the mesh runs over
     a tailnet: the key is checked before anything is written, then stored in secrets/ (0600)."""
@@ -149,14 +152,19 @@ def init_mesh(
     os.chmod(mesh.secrets, 0o700)
     (mesh.path / "group_vars").mkdir(exist_ok=True)
     mesh_vars = {}
+    mesh_vault = None
+    if vault_id is not None:  # checked (password readable) by vault.vault_id_from_options
+        mesh_vars[vault.MESH_VAR] = vault_id
+        mesh_vault = vault.for_mesh(mesh_vars)
+        vault.ensure_munge_key(mesh.secrets, mesh_vault)
     group_vars = GROUP_VARS_ALL
     if tailscale_key is not None:
-        tailnet.store_key(mesh, tailscale_key)
+        tailnet.store_key(mesh, tailscale_key, mesh_vault)
         mesh_vars["mesh_tailscale"] = True
         group_vars += tailnet.group_vars_text(list(tags), login_server)
     atomic_write(mesh.path / "group_vars" / "all.yml", group_vars)
-    if not (mesh.path / ".gitignore").exists():
-        atomic_write(mesh.path / ".gitignore", GITIGNORE)
+    if not (mesh.path / ".gitignore").exists():  # with a vault, the encrypted secrets/ may be committed
+        atomic_write(mesh.path / ".gitignore", GITIGNORE + ("" if mesh_vault else GITIGNORE_CLEAR_SECRETS))
     mesh.save([node], mesh_vars)
     return mesh, node, report
 
@@ -183,6 +191,8 @@ def run(
     limit = None
     if targets is not None:
         limit = runner.limit_to(n.name for n in [*targets, *leaving])
+    if not check:
+        vault.ensure_munge_key(mesh.secrets, vault.for_mesh(mesh_vars))
     result = runner.run_playbook(
         playbook,
         mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets}),
@@ -194,6 +204,7 @@ def run(
         known_hosts=mesh.known_hosts,
         progress=progress,
         extravars=extravars,
+        vault_id=mesh_vars.get(vault.MESH_VAR),
     )
     if not check:
         names = {n.name for n in nodes}
@@ -425,7 +436,12 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
     on_tailnet = tailnet.uses_tailscale(mesh_vars)
     quiet = runner.Progress(out=io.StringIO(), live=False)
     result = runner.run_playbook(
-        "status.yml", mesh.run_inventory(nodes, mesh_vars), mesh.path, known_hosts=mesh.known_hosts, progress=quiet
+        "status.yml",
+        mesh.run_inventory(nodes, mesh_vars),
+        mesh.path,
+        known_hosts=mesh.known_hosts,
+        progress=quiet,
+        vault_id=mesh_vars.get(vault.MESH_VAR),
     )
     said = {f.host: f.message for f in result.failures}
     head_health = result.health.get(head.name, {})

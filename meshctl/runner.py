@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -215,6 +216,7 @@ def run_playbook(
     known_hosts: Path | None = None,
     progress: Progress | None = None,
     extravars: dict | None = None,
+    vault_id: str | None = None,
 ) -> RunResult:
     """Run one of meshctl's playbooks against an inventory built by ``mesh.to_inventory``.
 
@@ -237,6 +239,8 @@ def run_playbook(
             cmdline.append("--check")
         if diff:
             cmdline.append("--diff")
+        if vault_id:  # LABEL@SOURCE: a path to the password file or script, never the password
+            cmdline += ["--vault-id", shlex.quote(vault_id)]
         ssh_args = "-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking=accept-new"
         if known_hosts:
             ssh_args += f" -o UserKnownHostsFile={known_hosts}"
@@ -249,6 +253,8 @@ def run_playbook(
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # Where Ansible decrypts a vault file it sends to a node: inside this run's private folder.
+            "ANSIBLE_LOCAL_TEMP": str(private / "tmp"),
             # One SSH round trip per task instead of several; Debian's sudo allows it.
             "ANSIBLE_PIPELINING": "1",
             # Every node of the mesh at once (the default of 5 serializes larger meshes).

@@ -8,18 +8,17 @@ half of either. Roles copy it to the nodes from there; it never travels as a var
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import yaml
 
-from meshctl import resources, runner
+from meshctl import resources, runner, vault
 from meshctl.errors import InventoryError, PartialError, PlaybookError, UsageError
 from meshctl.mesh import Mesh, Node
+from meshctl.vault import Vault, read_secret, write_secret
 
 KEY_FILE = "tailscale.key"
 KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/64-hex Headscale pre-auth key"
@@ -84,27 +83,24 @@ def check_key(key: str, tags: list, source: str) -> str:
     return kind
 
 
-def store_key(mesh: Mesh, key: str) -> Path:
-    """Replace secrets/tailscale.key atomically (temp file 0600, fsync, rename)."""
-    mesh.secrets.mkdir(mode=0o700, exist_ok=True)
-    target = key_path(mesh)
-    fd, tmp = tempfile.mkstemp(prefix=".tailscale.key.", dir=mesh.secrets)
+def store_key(mesh: Mesh, key: str, vault: Vault | None = None) -> Path:
+    """Replace secrets/tailscale.key atomically (0600; vault-encrypted when the mesh has a vault)."""
+    return write_secret(key_path(mesh), (key + "\n").encode(), vault)
+
+
+def stored_key(mesh: Mesh, vault: Vault | None = None) -> str:
+    """The stored key, in memory only."""
     try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(mesh.secrets, os.O_RDONLY)
+        data = read_secret(key_path(mesh), vault)
+    except OSError as exc:
+        raise UsageError(f"cannot read the stored key {key_path(mesh)}: {exc.strerror}",
+                         hint="store one with `meshctl rotate-authkey --key-file FILE`") from None  # fmt: skip
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return target
+        return data.decode().strip()
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"the stored key {key_path(mesh)} is not text", hint="store a new one with --key-file"
+        ) from None
 
 
 @dataclass
@@ -194,6 +190,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
         known_hosts=mesh.known_hosts,
         progress=progress,
         extravars={"tailscale_force_reauth": True} if force else None,
+        vault_id=mesh_vars.get(vault.MESH_VAR),
     )
     return rotation_rows(members, result)
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from meshctl import display, runner, tailnet
+from meshctl import display, runner, tailnet, vault
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, verbose_option, wait_option
 
@@ -36,7 +36,7 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
             if key_file:
                 raise click.UsageError("--stored and --key-file exclude each other")
             source = str(tailnet.key_path(mesh))
-            key = tailnet.read_key(source, None)
+            key = tailnet.stored_key(mesh, vault.for_mesh(mesh_vars))
         else:
             asker = None
             if sys.stdin.isatty():
@@ -45,8 +45,9 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
             key = tailnet.read_key(key_file, asker)
         kind = tailnet.check_key(key, tailnet.mesh_tags(mesh, mesh_vars), source)
         if not stored:
-            path = tailnet.store_key(mesh, key)
-            click.echo(f"new {kind} key stored in {path} (0600)")
+            path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
+            how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
+            click.echo(f"new {kind} key stored in {path} ({how})")
         rows = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
     display.table(
         "Auth key rotation",

@@ -6,6 +6,7 @@ a tailnet: every node has the molecule stand-in for tailscale/tailscaled (the co
 cannot be reached from here), which accepts the keys listed in its valid-keys file.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -76,6 +77,17 @@ class Bed:
         self.wrong_key = root / "wrong_ed25519"
         self.tmp = root / "tmp"  # meshctl's TMPDIR: its private runner dirs must not outlive a run
         self.tmp.mkdir()
+        # The bed's mesh keeps its secrets vault-encrypted (init --vault-password-file).
+        self.vault_pass = root / "vault-pass"
+        self.vault_pass.write_text(secrets.token_hex(16) + "\n")
+        self.vault_pass.chmod(0o600)
+
+    def clear_secret(self, name: str) -> bytes:
+        from meshctl.vault import Vault
+
+        data = (self.mesh / "secrets" / name).read_bytes()
+        assert data.startswith(b"$ANSIBLE_VAULT;"), f"secrets/{name} is not vault-encrypted"
+        return Vault(f"meshctl@{self.vault_pass}").decrypt(data)
 
     def meshctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -120,9 +132,12 @@ def test_init_records_the_head_after_preflight(bed):
     key_file = bed.root / "key-a"
     key_file.write_text(KEY_A + "\n")
     result = bed.meshctl("init", str(bed.mesh), "--head", f"root@{HEAD}", "--ssh-key", str(bed.key),
-                         "--provider", "local", "--authkey-file", str(key_file))  # fmt: skip
+                         "--provider", "local", "--authkey-file", str(key_file),
+                         "--vault-password-file", str(bed.vault_pass))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (bed.mesh / "secrets" / "tailscale.key").stat().st_mode & 0o777 == 0o600
+    assert bed.clear_secret("tailscale.key").decode().strip() == KEY_A
+    assert len(bed.clear_secret("munge.key")) == 1024
     assert KEY_A not in result.stdout + result.stderr
     assert "Debian GNU/Linux 12" in result.stdout
     assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
@@ -171,7 +186,7 @@ def test_rotate_authkey_moves_every_node_to_the_new_key(bed):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "all 2 nodes are on the new key" in result.stdout
     assert f"Running {HEAD}" in result.stdout and "kept its login, new key file" in result.stdout
-    assert (bed.mesh / "secrets" / "tailscale.key").read_text().strip() == KEY_B
+    assert bed.clear_secret("tailscale.key").decode().strip() == KEY_B
     for container, address in (("e2e-head", HEAD), ("e2e-n1", N1)):
         assert node_key(container) == KEY_B
         assert tailnet_of(container)["Self"]["TailscaleIPs"] == [address]  # same address
@@ -181,6 +196,26 @@ def test_rotate_authkey_moves_every_node_to_the_new_key(bed):
     forced = bed.meshctl("rotate-authkey", "--stored", "--force")
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
     assert forced.stdout.count("logged in again") == 2
+
+
+def test_vault_keeps_every_key_off_the_control_machine_in_clear(bed):
+    """After init, add-node and rotate-authkey on a vault mesh: no clear key in any file they wrote."""
+    munge = bed.clear_secret("munge.key")
+    # The nodes got the clear key: the vault file was decrypted on its way, not before.
+    on_node = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/munge/munge.key"], capture_output=True,
+                             check=True).stdout  # fmt: skip
+    assert on_node == munge
+    needles = [KEY_A.encode(), KEY_B.encode(), munge[:48], base64.b64encode(munge)[:64]]
+    places = [bed.mesh, bed.tmp, Path.home() / ".ansible" / "tmp"]
+    hits = []
+    for place in places:
+        for path in place.rglob("*") if place.exists() else []:
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                hits += [f"{path}" for needle in needles if needle in data]
+    assert hits == []
+    assert ".gitignore" in {p.name for p in bed.mesh.iterdir()}
+    assert "secrets/\n" not in (bed.mesh / ".gitignore").read_text()  # encrypted: may be committed
 
 
 def test_rotate_authkey_refuses_a_malformed_key_untouched(bed):

@@ -1,0 +1,138 @@
+"""Secrets kept encrypted at rest with Ansible Vault.
+
+A mesh made with ``meshctl init --vault-password-file FILE`` (or ``--vault-id LABEL@SOURCE``,
+where SOURCE is a password file or a client script, as ``ansible-playbook --vault-id`` takes it)
+records that vault id in ``mesh.yml`` (``meshctl_vault_id``; a path, never the password). The
+munge key and the Tailscale auth key in ``secrets/`` are then vault-encrypted files. meshctl
+encrypts them with Ansible's own VaultLib and never writes them in clear; Ansible decrypts
+them where it must, in memory or in a temp file of its local temp folder (inside the run's
+private folder, removed with it), when ``copy`` sends them to a node.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from meshctl.errors import UsageError
+
+MESH_VAR = "meshctl_vault_id"
+DEFAULT_LABEL = "meshctl"
+
+
+def vault_id_from_options(password_file: str | None, vault_id: str | None) -> str | None:
+    """The vault id to record, from ``--vault-password-file`` or ``--vault-id`` (not both)."""
+    if password_file and vault_id:
+        raise UsageError("--vault-password-file and --vault-id are two ways to say the same thing",
+                         hint="pass one of them")  # fmt: skip
+    if password_file:
+        vault_id = f"{DEFAULT_LABEL}@{password_file}"
+    if not vault_id:
+        return None
+    label, sep, source = vault_id.partition("@")
+    if not sep:  # a bare source, as ansible-playbook --vault-id accepts it
+        label, source = DEFAULT_LABEL, vault_id
+    if not label or any(c in label for c in " \n,@"):
+        raise UsageError(
+            f"--vault-id {vault_id!r}: the label must be one word", hint="use LABEL@FILE, e.g. mesh@~/.vault"
+        )
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise UsageError(f"vault password source {source}: no such file", hint="create it (chmod 600) or name another")
+    if path.stat().st_mode & 0o077 and not path.stat().st_mode & 0o111:
+        raise UsageError(f"vault password file {path} is readable by others", hint=f"chmod 600 {path}")
+    vault = Vault(f"{label}@{path.resolve()}")
+    vault.secret()  # fail now, before anything is written, if the password cannot be read
+    return vault.vault_id
+
+
+def for_mesh(mesh_vars: dict) -> Vault | None:
+    """The mesh's vault, or None when its secrets are kept in clear (0600 files)."""
+    vault_id = mesh_vars.get(MESH_VAR)
+    return Vault(vault_id) if vault_id else None
+
+
+class Vault:
+    """One vault id (``label@source``): encrypts and decrypts with Ansible's VaultLib."""
+
+    def __init__(self, vault_id: str) -> None:
+        self.vault_id = vault_id
+        self.label, _, self.source = vault_id.partition("@")
+
+    def secret(self):
+        from ansible.errors import AnsibleError
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.parsing.vault import get_file_vault_secret
+
+        try:
+            secret = get_file_vault_secret(filename=self.source, vault_id=self.label, loader=DataLoader())
+            secret.load()
+        except (AnsibleError, OSError) as exc:
+            raise UsageError(
+                f"cannot read the vault password from {self.source}: {exc}",
+                hint=f"{self.source} must hold the password (a script: print it); mesh.yml names it as {MESH_VAR}",
+            ) from None
+        if not secret.bytes:
+            raise UsageError(f"the vault password from {self.source} is empty", hint="put a password in it")
+        return secret
+
+    def _lib(self):
+        from ansible.parsing.vault import VaultLib
+
+        return VaultLib([(self.label, self.secret())])
+
+    def encrypt(self, data: bytes) -> bytes:
+        return self._lib().encrypt(data, vault_id=self.label)
+
+    def decrypt(self, data: bytes) -> bytes:
+        return self._lib().decrypt(data)
+
+    @staticmethod
+    def is_encrypted(data: bytes) -> bool:
+        from ansible.parsing.vault import is_encrypted
+
+        return is_encrypted(data)
+
+
+def write_secret(path: Path, data: bytes, vault: Vault | None) -> Path:
+    """Replace a file of secrets/ atomically (temp file 0600, fsync, rename), encrypted when the mesh has a vault."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    payload = vault.encrypt(data) if vault is not None else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def read_secret(path: Path, vault: Vault | None) -> bytes:
+    """A secret's clear bytes, in memory only (decrypted when it is a vault file)."""
+    data = path.read_bytes()
+    if Vault.is_encrypted(data):
+        if vault is None:
+            raise UsageError(f"{path} is vault-encrypted but the mesh names no vault",
+                             hint=f"set {MESH_VAR}: LABEL@PASSWORD_FILE in mesh.yml's vars")  # fmt: skip
+        return vault.decrypt(data)
+    return data
+
+
+MUNGE_KEY = "munge.key"
+
+
+def ensure_munge_key(secrets: Path, vault: Vault | None) -> None:
+    """With a vault, meshctl makes the mesh's munge key itself (encrypted), so no clear copy is ever written."""
+    if vault is not None and not (secrets / MUNGE_KEY).exists():
+        write_secret(secrets / MUNGE_KEY, os.urandom(1024), vault)
