@@ -6,13 +6,23 @@ from pathlib import Path
 
 import click
 
-from meshctl import display, membership, tailnet, vault
+from meshctl import display, importing, membership, tailnet, vault
 from meshctl.options import mesh_address_option, provider_option, ssh_key_option
 
 
 @click.command("init")
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
-@click.option("--head", required=True, metavar="local|[USER@]HOST[:PORT]", help="The controller node.")
+@click.option("--head", metavar="local|[USER@]HOST[:PORT]", help="The controller node.")
+@click.option(
+    "--from-inventory",
+    "inventory_file",
+    type=click.Path(dir_okay=False),
+    help="Take the head and compute nodes from an Ansible inventory (instead of --head).",
+)
+@click.option("--head-group", default="head", show_default=True, help="With --from-inventory: the head's group.")
+@click.option(
+    "--compute-group", default="compute", show_default=True, help="With --from-inventory: the compute nodes' group."
+)
 @click.option("--name", help="The head's node name (default: its hostname).")
 @ssh_key_option
 @provider_option
@@ -28,11 +38,27 @@ from meshctl.options import mesh_address_option, provider_option, ssh_key_option
               help="Keep secrets/ encrypted with Ansible Vault, with the password in this file (0600).")  # fmt: skip
 @click.option("--vault-id", metavar="LABEL@SOURCE",
               help="Same, with an existing vault id (SOURCE: a password file or client script).")  # fmt: skip
-def command(directory, head, name, ssh_key, provider, address, authkey_file, tags, login_server,
-            vault_password_file, vault_id) -> None:  # fmt: skip
+def command(directory, head, inventory_file, head_group, compute_group, name, ssh_key, provider, address,
+            authkey_file, tags, login_server, vault_password_file, vault_id) -> None:  # fmt: skip
     """Create a mesh directory: mesh.yml, group_vars/, secrets/ (0700) and a .gitignore."""
+    if bool(head) == bool(inventory_file):
+        raise click.UsageError("pass --head (the controller node) or --from-inventory FILE, one of them")
+    if inventory_file and (name or ssh_key or address):
+        raise click.UsageError("with --from-inventory, names, keys and addresses come from the inventory")
     chosen_vault = vault.vault_id_from_options(vault_password_file, vault_id)
     key = tailnet.read_key(authkey_file, None) if authkey_file else None
+    if inventory_file:
+        mesh, nodes, reports = importing.init_from_inventory(
+            Path(directory), Path(inventory_file), head_group, compute_group, provider,
+            tailscale_key=key, tags=tags, login_server=login_server, vault_id=chosen_vault,
+        )  # fmt: skip
+        for report in reports:
+            display.preflight_table(report)
+        display.table("Imported", ["node", "ssh", "roles", "state"],
+                      [[n.name, f"{n.user}@{n.host}:{n.port}", ",".join(n.roles), n.state] for n in nodes])  # fmt: skip
+        click.echo(f"mesh created in {mesh.path} with {len(nodes)} nodes (pending)")
+        click.echo("next: meshctl apply  (sets up the head and every node)")
+        return
     mesh, node, report = membership.init_mesh(
         Path(directory), head, name, ssh_key, provider, address,
         tailscale_key=key, tags=tags, login_server=login_server, vault_id=chosen_vault,
