@@ -380,3 +380,21 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
     assert tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin"
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
     bed.on_head(f"scancel {other}")
+
+
+def test_init_from_an_ansible_inventory_preflights_every_host_over_ssh(bed, tmp_path):
+    inventory = tmp_path / "hosts.ini"
+    login = f"ansible_user=root ansible_ssh_private_key_file={bed.key}"
+    inventory.write_text(f"[ctl]\nlab-head ansible_host={HEAD} {login}\n[gpus]\nlab-n2 ansible_host={N2} {login}\n")
+    result = bed.meshctl("init", str(tmp_path / "lab"), "--from-inventory", str(inventory), "--head-group", "ctl",
+                         "--compute-group", "gpus", "--provider", "local")  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    nodes_, _ = Mesh(tmp_path / "lab").load()
+    assert [(n.name, n.host, n.state) for n in nodes_] == [("lab-head", HEAD, "pending"), ("lab-n2", N2, "pending")]
+    assert result.stdout.count("Debian GNU/Linux 12") == 2  # one preflight table per host
+    # A host SSH refuses: nothing is written.
+    inventory.write_text(inventory.read_text().replace(f"ansible_host={N2}", f"ansible_host={N2} ansible_port=2222"))
+    refused = bed.meshctl("init", str(tmp_path / "lab2"), "--from-inventory", str(inventory), "--head-group", "ctl",
+                          "--compute-group", "gpus", "--provider", "local")  # fmt: skip
+    assert refused.returncode == 4 and "refused the connection" in refused.stderr
+    assert not (tmp_path / "lab2").exists()
