@@ -131,7 +131,8 @@ def bed(tmp_path_factory):
 def test_init_records_the_head_after_preflight(bed):
     key_file = bed.root / "key-a"
     key_file.write_text(KEY_A + "\n")
-    result = bed.meshctl("init", str(bed.mesh), "--head", f"root@{HEAD}", "--ssh-key", str(bed.key),
+    # The head's node name (ctl) is not its machine's hostname (e2e-head): slurmctld must still start.
+    result = bed.meshctl("init", str(bed.mesh), "--head", f"root@{HEAD}", "--name", "ctl", "--ssh-key", str(bed.key),
                          "--provider", "local", "--authkey-file", str(key_file),
                          "--vault-password-file", str(bed.vault_pass))  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -149,18 +150,20 @@ def test_init_records_the_head_after_preflight(bed):
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "e2e-head" in listed
+    assert '"ctl"' in listed or "ctl:" in listed
 
 
 def test_add_node_makes_it_idle(bed):
     result = bed.meshctl("add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(bed.key), "--provider", "local")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     sinfo = bed.on_head("sinfo --noheader --Node --format='%N %T'")
-    assert sorted(set(sinfo.split("\n")) - {""}) == ["e2e-head idle", "n1 idle"]
+    assert sorted(set(sinfo.split("\n")) - {""}) == ["ctl idle", "n1 idle"]
+    # slurmctld runs on a machine named e2e-head while its node is ctl: it is named by its hostname.
+    assert f"SlurmctldHost[0] = e2e-head({HEAD})" in bed.on_head("scontrol show config")
     assert "meshctl_state: active" in (bed.mesh / "mesh.yml").read_text()
     key = bed.mesh / "secrets" / "munge.key"
     assert key.stat().st_mode & 0o777 == 0o600
-    for container, name, address in (("e2e-head", "e2e-head", HEAD), ("e2e-n1", "n1", N1)):
+    for container, name, address in (("e2e-head", "ctl", HEAD), ("e2e-n1", "n1", N1)):
         state = tailnet_of(container)
         assert (state["BackendState"], state["Self"]["HostName"], state["Self"]["TailscaleIPs"]) == (
             "Running",
@@ -324,7 +327,7 @@ def wait_job(bed, job: str) -> str:
 
 
 def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_head(bed):
-    job = bed.on_head("sbatch --parsable -w e2e-head --wrap 'sleep 600'").strip()
+    job = bed.on_head("sbatch --parsable -w ctl --wrap 'sleep 600'").strip()
     assert wait_job(bed, job) == "RUNNING"
     before = {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")}
     subprocess.run(["docker", "stop", "e2e-n1"], capture_output=True, check=True)
@@ -332,7 +335,7 @@ def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_he
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     lines = result.stdout.splitlines()
     recap = {line.split()[0] for line in lines[lines.index("Recap") + 2 :] if line.startswith("  ")}
-    assert recap == {"localhost", "e2e-head", "n2"}  # n1 (stopped) was not part of the run at all
+    assert recap == {"localhost", "ctl", "n2"}  # n1 (stopped) was not part of the run at all
     assert {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")} == before  # nothing restarted
     assert wait_state(bed, "n2", "idle") == "idle"
     assert bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING"

@@ -96,6 +96,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_cluster_name": "mesh",
         "slurm_controller": "desk",
         "slurm_controller_address": "100.101.1.10",
+        "slurm_controller_hostname": "desk",
         "slurm_ctld_port": 6817,
         "slurm_slurmd_port": 6818,
         "slurm_srun_port_range": DEFAULTS["slurm_srun_port_range"],
@@ -252,3 +253,9 @@ def test_srun_listens_on_the_fixed_range_from_the_role_defaults(render, mesh):
     assert "SrunPortRange=60001-60100" in lines
     first, last = map(int, DEFAULTS["slurm_srun_port_range"].split("-"))
     assert 1024 < first < last <= 65535
+
+
+def test_slurmctld_host_is_the_machines_hostname_reached_by_the_mesh_address(render, mesh):
+    # A desktop whose hostname is DESKTOP-7F3 is the node `desk`: slurmctld checks its hostname.
+    lines = slurm_conf(render, mesh, [], slurm_controller_hostname="DESKTOP-7F3")
+    assert "SlurmctldHost=DESKTOP-7F3(100.101.1.10)" in lines
