@@ -66,11 +66,16 @@ def run(argv, **kw):
 
 
 def test_built_collection_installs_and_converges_a_users_playbook(node, tmp_path):
-    run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp_path / "dist"), str(REPO)])
+    # From an empty folder: this checkout's ansible.cfg (collections_path .collections) must not count.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    galaxy = {"cwd": tmp_path, "env": env}
+    run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp_path / "dist"), str(REPO)],
+        **galaxy)  # fmt: skip
     (tarball,) = (tmp_path / "dist").glob("meshctl-mesh-*.tar.gz")
     collections = tmp_path / "collections"
     # --no-deps: ansible.posix and ansible.utils come with the `ansible` package (no Galaxy here).
-    run([str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(collections), str(tarball)])
+    run([str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(collections), str(tarball)],
+        **galaxy)  # fmt: skip
     installed = collections / "ansible_collections" / "meshctl" / "mesh"
     assert (installed / "plugins" / "modules" / "mesh_hw_facts.py").is_file()
     assert (installed / "roles" / "slurm" / "tasks" / "main.yml").is_file()
@@ -81,7 +86,7 @@ def test_built_collection_installs_and_converges_a_users_playbook(node, tmp_path
     inventory = {"cluster": {"hosts": {node.name: {"ansible_connection": "community.docker.docker"}},
                              "vars": {"mesh_secrets_dir": str(project / "secrets")}}}  # fmt: skip
     (project / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env = dict(env)
     env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_ROLES_PATH=str(project / "roles"),
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_PYTHON_INTERPRETER="auto_silent")  # fmt: skip
     playbook = [str(BIN / "ansible-playbook"), "-i", "hosts.yml", "site.yml"]

@@ -1,5 +1,6 @@
 """The collection's metadata agrees with meshctl's (one version, every role and plugin shipped)."""
 
+import re
 from pathlib import Path
 
 import yaml
@@ -25,11 +26,29 @@ def test_collections_path_links_the_collection_root(tmp_path):
     assert resources.collections_path(tmp_path) == tmp_path  # a second call keeps the link
 
 
-def test_roles_name_their_own_roles_and_plugins_by_fqcn():
+def exported_filters() -> set[str]:
+    names = set()
+    for path in (REPO / "plugins" / "filter").glob("*.py"):
+        module = resources.plugin_module(f"filter/{path.name}")
+        names |= set(module.FilterModule().filters())
+    return names
+
+
+def test_roles_playbooks_and_scenarios_name_the_collections_content_by_fqcn():
+    filters = exported_filters()
+    assert {"apt_policy_version", "tailscale_join_action", "tailscale_ip4"} <= filters
+    bare_filter = re.compile(r"(?:\|\s*|map\(')(" + "|".join(sorted(filters)) + r")\b")
+    roles = "|".join(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
+    bare_role = re.compile(rf"^\s*(?:- role|name): ({roles})\s*(?:#.*)?$", re.M)
     short = []
-    for path in (REPO / "roles").rglob("*.yml"):
-        text = path.read_text()
-        for bare in (" name: mesh_facts\n", "  mesh_hw_facts:\n", "| apt_policy_version", "| tailscale_status"):
-            if bare in text:
-                short.append(f"{path.relative_to(REPO)}: {bare.strip()}")
+    for folder in ("roles", "playbooks", "molecule"):
+        for path in (REPO / folder).rglob("*"):
+            if path.suffix not in (".yml", ".j2") or (path.name == "main.yml" and path.parent.name == "meta"):
+                continue
+            text = path.read_text()
+            short += [f"{path.relative_to(REPO)}: filter {m}" for m in bare_filter.findall(text)]
+            short += [f"{path.relative_to(REPO)}: role {m}" for m in bare_role.findall(text) if "include_role" in text
+                      or "- role" in text]  # fmt: skip
+            if re.search(r"^\s*mesh_hw_facts:", text, re.M):
+                short.append(f"{path.relative_to(REPO)}: module mesh_hw_facts")
     assert short == []
