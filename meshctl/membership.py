@@ -147,7 +147,21 @@ def init_mesh(
             roles=["head", "compute"],
             mesh_address=mesh_address_for(target.host, address),
         )
-    mesh.path.mkdir(parents=True, exist_ok=True)
+    try:
+        mesh.path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the mesh folder {mesh.path}: {exc.strerror}",
+                         hint="choose a folder you can write") from None  # fmt: skip
+    with mesh.lock("init"):  # two inits at once: one creates the mesh, the other is told
+        return _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id)
+
+
+def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id):
+    if mesh.inventory.exists():
+        raise InventoryError(f"{mesh.path} already holds a mesh", hint="use another folder, or add nodes to this one")
+    if mesh.secrets.is_symlink() or (mesh.secrets.exists() and not mesh.secrets.is_dir()):
+        raise UsageError(f"{mesh.secrets} exists and is not a folder of its own (a link or a file)",
+                         hint=f"remove it; meshctl creates {mesh.secrets} (0700) itself")  # fmt: skip
     mesh.secrets.mkdir(mode=0o700, exist_ok=True)
     os.chmod(mesh.secrets, 0o700)
     (mesh.path / "group_vars").mkdir(exist_ok=True)

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import socket
+import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,10 @@ NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
+
+
+# An SSH login name; never an option (`-oProxyCommand=...`).
+USER_RE = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 def check_name(name: str) -> str:
@@ -67,7 +72,7 @@ def parse_target(text: str, default_user: str = "root") -> Target:
     """``[USER@]HOST[:PORT]``; IPv6 hosts go in brackets: ``root@[fd7a::1]:22``."""
     user, _, rest = text.rpartition("@")
     user = user or default_user
-    if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", user):
+    if not USER_RE.fullmatch(user):
         raise UsageError(f"{user!r} is not a valid SSH user name")
     port = 22
     if rest.startswith("["):
@@ -114,9 +119,12 @@ class Node:
             raise InventoryError(f"node {self.name}: state {self.state!r} must be one of {list(STATES)}")
         if self.mesh_address is not None:
             try:
-                netaddr.IPAddress(self.mesh_address, version=4)
-            except (netaddr.AddrFormatError, ValueError):
+                address = netaddr.IPAddress(self.mesh_address, version=4)
+            except (netaddr.AddrFormatError, ValueError, TypeError):
                 raise InventoryError(f"node {self.name}: mesh_address {self.mesh_address!r} is not IPv4") from None
+            if address.value == 0 or address.is_loopback() or address.is_multicast() or address.value == 2**32 - 1:
+                raise InventoryError(f"node {self.name}: mesh_address {self.mesh_address} is not a node's address",
+                                     hint="use the node's tailnet (or LAN) IPv4")  # fmt: skip
 
     def hostvars(self) -> dict:
         hv = {
@@ -138,24 +146,51 @@ class Node:
         return hv
 
     @classmethod
-    def from_hostvars(cls, name: str, hv: dict) -> Node:
+    def from_hostvars(cls, name: object, hv: object) -> Node:
+        """A node from its mesh.yml entry; every field is checked for its type before it is used."""
+        if not isinstance(name, str):
+            raise InventoryError(f"host name {_show(name)} is not text", hint="node names are words like gpu1")
         if not isinstance(hv, dict):
             raise InventoryError(f"node {name}: expected a mapping of host variables")
-        try:
-            return cls(
-                name=name,
-                host=str(hv["ansible_host"]),
-                user=str(hv.get("ansible_user", "root")),
-                port=int(hv.get("ansible_port", 22)),
-                ssh_key=hv.get("ansible_ssh_private_key_file"),
-                provider=str(hv.get("mesh_provider", "generic")),
-                roles=list(hv.get("meshctl_roles", ["compute"])),
-                state=str(hv.get("meshctl_state", "pending")),
-                mesh_address=hv.get("mesh_address"),
-                connection="local" if hv.get("ansible_connection") == "local" else "ssh",
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InventoryError(f"node {name}: bad or missing field ({exc})") from None
+
+        def text(key: str, default: str | None = None, required: bool = False) -> str | None:
+            value = hv.get(key, default)
+            if value is None and not required:
+                return None
+            if not isinstance(value, str) or not value:
+                raise InventoryError(f"node {name}: {key} is {_show(value)}, not text", hint=f"fix {key} in mesh.yml")
+            return value
+
+        port = hv.get("ansible_port", 22)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise InventoryError(f"node {name}: ansible_port is {_show(port)}", hint="use a port from 1 to 65535")
+        roles = hv.get("meshctl_roles", ["compute"])
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise InventoryError(f"node {name}: meshctl_roles is {_show(roles)}", hint="use a list: [compute]")
+        user = text("ansible_user", "root")
+        if not USER_RE.fullmatch(user):
+            raise InventoryError(f"node {name}: ansible_user {user!r} is not a user name",
+                                 hint="use a login name (lowercase letters, digits, _ . -)")  # fmt: skip
+        return cls(
+            name=name,
+            host=text("ansible_host", required=True),
+            user=user,
+            port=port,
+            ssh_key=text("ansible_ssh_private_key_file"),
+            provider=text("mesh_provider", "generic"),
+            roles=list(roles),
+            state=text("meshctl_state", "pending"),
+            mesh_address=text("mesh_address"),
+            connection="local" if hv.get("ansible_connection") == "local" else "ssh",
+        )
+
+
+def _show(value: object) -> str:
+    """A value from a file, safe to print: its type for containers (never expanded: alias bombs)."""
+    if isinstance(value, (dict, list, tuple, set)):
+        return f"a {type(value).__name__}"
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def to_inventory(
@@ -212,16 +247,76 @@ def from_inventory(data: object) -> tuple[list[Node], dict]:
     hosts = data["all"].get("hosts") or {}
     if not isinstance(hosts, dict):
         raise InventoryError("mesh.yml: all.hosts must be a mapping")
+    mesh_vars = data["all"].get("vars") or {}
+    if not isinstance(mesh_vars, dict):
+        raise InventoryError(f"mesh.yml: all.vars is {_show(mesh_vars)}, not a mapping", hint="use key: value lines")
     nodes = [Node.from_hostvars(name, hv) for name, hv in hosts.items()]
     for node in nodes:
         try:
             node.validate()
         except UsageError as exc:
             raise InventoryError(exc.message, hint=exc.hint) from None
+    for attr, what in (("name", "name"), ("mesh_address", "mesh address")):
+        values = [getattr(n, attr) for n in nodes if getattr(n, attr)]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise InventoryError(f"mesh.yml: two nodes share the {what} {', '.join(twice)}")
     heads = [n.name for n in nodes if "head" in n.roles]
     if len(heads) > 1:
         raise InventoryError(f"mesh.yml names {len(heads)} heads ({', '.join(heads)}); a mesh has one")
-    return nodes, dict(data["all"].get("vars") or {})
+    return nodes, dict(mesh_vars)
+
+
+MAX_INVENTORY_BYTES = 1024 * 1024
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as meshctl writes it: no aliases (no alias bombs), no key given twice."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*name) are not allowed in mesh.yml")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_ownership(*paths: Path) -> None:
+    """Refuse, as git's safe.directory does, a mesh that another user owns or others can write.
+
+    mesh.yml and group_vars/ decide what runs as root on every node (and on this machine: an
+    interpreter path, a connection); a file someone else can change is someone else's mesh.
+    """
+    me = os.geteuid()
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise InventoryError(f"cannot read {path}: {exc.strerror}") from None
+        items = [(path, st)]
+        if stat.S_ISDIR(st.st_mode) and path.name in ("group_vars", "host_vars"):
+            items += [(child, os.lstat(child)) for child in sorted(path.rglob("*"))]
+        for item, info in items:
+            if info.st_uid != me:
+                raise InventoryError(
+                    f"{item} belongs to uid {info.st_uid}, not to you (uid {me}): meshctl runs only your own meshes",
+                    hint=f"if it is yours, `chown -R {me} {path}`; else copy the mesh and review it first",
+                )
+            if info.st_mode & 0o022 and not stat.S_ISLNK(info.st_mode):
+                raise InventoryError(
+                    f"{item} can be changed by other users (mode {stat.S_IMODE(info.st_mode):04o})",
+                    hint=f"chmod go-w {item}",
+                )
 
 
 class Mesh:
@@ -290,16 +385,26 @@ class Mesh:
         )
 
     def load(self) -> tuple[list[Node], dict]:
+        check_ownership(self.path, self.inventory, self.path / "group_vars", self.path / "host_vars")
         try:
-            text = self.inventory.read_text()
+            with self.inventory.open("rb") as handle:
+                raw = handle.read(MAX_INVENTORY_BYTES + 1)
         except OSError as exc:
             raise InventoryError(f"cannot read {self.inventory}: {exc.strerror}") from None
+        hint = f"fix it by hand or restore the previous version from {self.inventory.name}.bak"
+        if len(raw) > MAX_INVENTORY_BYTES:
+            raise InventoryError(f"{self.inventory} is over {MAX_INVENTORY_BYTES // 1024} KiB: not a mesh inventory",
+                                 hint=hint)  # fmt: skip
         try:
-            data = yaml.safe_load(text)
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InventoryError(f"{self.inventory} is not UTF-8 text (byte {exc.start})", hint=hint) from None
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)
         except yaml.YAMLError as exc:
             raise InventoryError(
                 f"{self.inventory} is not valid YAML ({str(exc).splitlines()[0]})",
-                hint=f"fix it by hand or restore the previous version from {self.inventory.name}.bak",
+                hint=hint,
             ) from None
         try:
             return from_inventory(data)
@@ -320,7 +425,16 @@ class Mesh:
     def lock(self, command: str, wait: float = 0.0):
         """Hold the mesh lock; wait up to ``wait`` seconds, else say who holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # never through a symlink (`ln -s victim mesh.lock` must not truncate the victim)
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise InventoryError(
+                f"cannot open {self.path / LOCK}: {exc.strerror}",
+                hint=f"remove {self.path / LOCK} if it is a link or a folder; meshctl makes it again",
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InventoryError(f"{self.path / LOCK} is not a regular file", hint=f"remove it: rm {self.path / LOCK}")
         deadline = time.monotonic() + wait
         try:
             while True:

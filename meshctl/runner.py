@@ -243,7 +243,8 @@ def run_playbook(
             cmdline += ["--vault-id", shlex.quote(vault_id)]
         ssh_args = "-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking=accept-new"
         if known_hosts:
-            ssh_args += f" -o UserKnownHostsFile={known_hosts}"
+            # Ansible splits ssh_args like a shell, ssh splits the file list at spaces: quote for both.
+            ssh_args += " -o " + shlex.quote(f'UserKnownHostsFile="{known_hosts}"')
         hosts = inventory.get("all", {}).get("hosts") or {}
         envvars = {
             # The roles and plugins, as the collection meshctl.mesh (the playbooks name them by FQCN).

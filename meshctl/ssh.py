@@ -24,13 +24,13 @@ def ssh_argv(
         "-o", "BatchMode=yes",
         "-o", f"ConnectTimeout={timeout}",
         "-o", "StrictHostKeyChecking=accept-new",
-        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-o", f'UserKnownHostsFile="{known_hosts}"',  # quoted for ssh: a path may hold spaces
         "-o", "LogLevel=ERROR",
         "-p", str(port),
     ]  # fmt: skip
     if key:
         argv += ["-i", key, "-o", "IdentitiesOnly=yes"]
-    return [*argv, f"{user}@{host}"]
+    return [*argv, "--", f"{user}@{host}"]  # `--`: nothing from a record can become an ssh option
 
 
 def run(argv: list[str], command: str, stdin: str | None = None, timeout: float = 60) -> SshResult:

@@ -76,7 +76,7 @@ def test_round_trip_and_backup(tmp_path):
         ("- a\n- b\n", "no top-level 'all'"),
         ("all:\n  hosts:\n    BAD_NAME:\n      ansible_host: 10.0.0.1\n", "not valid for Slurm"),
         ("all:\n  hosts:\n    a:\n      ansible_host: 10.0.0.1\n      mesh_provider: aws\n", "unknown provider"),
-        ("all:\n  hosts:\n    a:\n      ansible_user: root\n", "bad or missing field"),
+        ("all:\n  hosts:\n    a:\n      ansible_user: root\n", "ansible_host is None"),
         (
             "all:\n  hosts:\n    a: {ansible_host: 10.0.0.1, meshctl_roles: [head]}\n"
             "    b: {ansible_host: 10.0.0.2, meshctl_roles: [head]}\n",
