@@ -48,8 +48,8 @@ BAD_INVENTORIES = {
     "roles a string": (GOOD.replace("[head, compute]", "head"), "meshctl_roles is 'head'"),
     "the same host twice": (GOOD + "    head:\n      ansible_host: 100.64.0.2\n", "'head' is given twice"),
     "two nodes, one mesh address": (
-        GOOD
-        + "      mesh_address: 100.64.0.9\n    b:\n      ansible_host: 100.64.0.2\n      mesh_address: 100.64.0.9\n",
+        GOOD + "      mesh_address: 100.64.0.9\n    b:\n      ansible_host: 100.64.0.2\n"
+        "      mesh_address: 100.64.0.9\n",
         "share the mesh address 100.64.0.9",
     ),
     "alias bomb": (
@@ -109,14 +109,14 @@ def test_mesh_lock_never_follows_a_symlink(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     (mesh / "mesh.lock").symlink_to(victim)
-    with pytest.raises(InventoryError, match="mesh.lock"), Mesh(mesh).lock("apply"):
+    with pytest.raises(InventoryError, match=r"mesh\.lock"), Mesh(mesh).lock("apply"):
         pass
     assert victim.read_text() == "precious\n"
 
 
 def test_mesh_lock_that_is_a_folder_is_refused(tmp_path):
     (tmp_path / "m" / "mesh.lock").mkdir(parents=True)
-    with pytest.raises(InventoryError, match="mesh.lock"), Mesh(tmp_path / "m").lock("apply"):
+    with pytest.raises(InventoryError, match=r"mesh\.lock"), Mesh(tmp_path / "m").lock("apply"):
         pass
 
 
