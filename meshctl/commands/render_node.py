@@ -9,12 +9,20 @@ import click
 from meshctl import hardware, mesh
 from meshctl.errors import UsageError
 
+MAX_OUTPUT = 1024 * 1024  # no command output meshctl reads is this long (/dev/zero is endless)
+
 
 def _read(stream) -> str | None:
     """The file's text, less leading ``# `` note lines (real outputs never start with them)."""
     if stream is None:
         return None
-    lines = stream.read().splitlines()
+    try:
+        text = stream.read(MAX_OUTPUT + 1)
+    except UnicodeDecodeError:
+        raise UsageError(f"{stream.name} is not text", hint="pass the command's output as saved by the shell") from None
+    if len(text) > MAX_OUTPUT:
+        raise UsageError(f"{stream.name} is over 1 MiB: not a command's output", hint="pass the saved output")
+    lines = text.splitlines()
     while lines and lines[0].startswith("# "):
         lines.pop(0)
     return "\n".join(lines) + "\n"
@@ -28,13 +36,17 @@ def _read(stream) -> str | None:
 @click.option("--dev-nvidia", "dev_nvidia", type=click.File("r"), help="Output of `ls -l /dev/nvidia*`.")
 @click.option("--name", help="Node name (default: from slurmd -C, else 'node').")
 @click.option("--addr", help="The node's mesh (tailnet) IPv4, written as NodeAddr.")
-@click.option("--provider", default="generic", show_default=True, help="Provider, written as a Feature tag.")
+@click.option("--provider", default="generic", show_default=True, type=click.Choice(mesh.PROVIDERS),
+              help="Provider, written as a Feature tag.")  # fmt: skip
 @click.option("--reserve-mb", type=click.IntRange(min=0), help="Memory kept back for the OS (default: 5%, >= 1024).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider, reserve_mb, as_json) -> None:
     """Print the NodeName= line and gres.conf lines meshctl would write for a machine."""
-    if lscpu is not None and slurmd_c is not None and lscpu is slurmd_c:
-        raise UsageError("--lscpu and --slurmd-c cannot both read stdin")
+    inputs = {"--lscpu": lscpu, "--free": free, "--nvidia-smi": nvidia_smi, "--slurmd-c": slurmd_c,
+              "--dev-nvidia": dev_nvidia}  # fmt: skip
+    from_stdin = [option for option, handle in inputs.items() if handle is not None and handle.name == "<stdin>"]
+    if len(from_stdin) > 1:
+        raise UsageError(f"{' and '.join(from_stdin)} cannot both read stdin ('-')", hint="give files for all but one")
     texts = {"lscpu": _read(lscpu), "free": _read(free), "nvidia_smi": _read(nvidia_smi), "slurmd_c": _read(slurmd_c)}
     dev_text = _read(dev_nvidia)
     device_files = hardware.mesh_hw().parse_dev_listing(dev_text) if dev_text is not None else None

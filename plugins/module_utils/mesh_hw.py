@@ -19,11 +19,55 @@ class HwParseError(ValueError):
     """An output was not in any format we know."""
 
 
-def _int(value, what):
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        raise HwParseError(f"{what}: expected a whole number, got {value!r}") from None
+# What a real machine can report. Anything outside is a lying or broken output, refused before it
+# reaches slurm.conf (Slurm itself caps CPUs per node far below 65536).
+LIMITS = {"cpus": 65536, "sockets": 1024, "cores_per_socket": 4096, "threads_per_core": 16, "boards": 64,
+          "memory_mb": 64 * 1024 * 1024, "gpu_index": 1023}  # fmt: skip
+GRES_TYPE_RE = re.compile(r"^[a-z0-9_]+$")
+DEVICE_FILE_RE = re.compile(r"^/dev/nvidia[0-9]+$")
+
+
+def _int(value, what, low=0, high=None):
+    """A whole number in ASCII digits (``str.isdigit`` would take '²'), within [low, high]."""
+    text = str(value).strip()
+    if not re.fullmatch(r"-?[0-9]{1,20}", text):
+        raise HwParseError(f"{what}: expected a whole number, got {value!r}")
+    number = int(text)
+    if number < low or (high is not None and number > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise HwParseError(f"{what}: {number} is not a possible value (expected {bound})")
+    return number
+
+
+def facts_problems(hw):
+    """What is wrong with a fact set before it is written into Slurm's files; [] when it is sound.
+
+    The controller renders slurm.conf and gres.conf from facts that nodes reported (or that meshctl
+    recorded): a node that lies must not add lines there (a newline in a count, a GPU type or a
+    device file that is not one).
+    """
+    if not isinstance(hw, dict):
+        return ["not a mapping"]
+    problems = []
+    bounds = {"cpus": "cpus", "sockets": "sockets", "cores_per_socket": "cores_per_socket",
+              "threads_per_core": "threads_per_core", "real_memory_mb": "memory_mb"}  # fmt: skip
+    for key, limit in bounds.items():
+        high = LIMITS[limit]
+        value = hw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            problems.append(f"{key} is {value!r}, not a whole number from 1 to {high}")
+    gpus = hw.get("gpus", [])
+    if not isinstance(gpus, list):
+        return [*problems, "gpus is not a list"]
+    for gpu in gpus:
+        if not isinstance(gpu, dict):
+            problems.append("a GPU entry is not a mapping")
+            continue
+        if not isinstance(gpu.get("type"), str) or not GRES_TYPE_RE.match(gpu["type"]):
+            problems.append(f"GPU type {gpu.get('type')!r} is not [a-z0-9_]+")
+        if gpu.get("file") is not None and (not isinstance(gpu["file"], str) or not DEVICE_FILE_RE.match(gpu["file"])):
+            problems.append(f"GPU file {gpu.get('file')!r} is not /dev/nvidiaN")
+    return problems
 
 
 def parse_key_values(text):
@@ -49,14 +93,15 @@ def parse_lscpu(text):
     kv = parse_key_values(text)
     if "CPU(s)" not in kv:
         raise HwParseError("lscpu: no 'CPU(s):' line; is this lscpu output?")
-    cpus = _int(kv["CPU(s)"], "lscpu CPU(s)")
-    threads = _int(kv.get("Thread(s) per core", "1"), "lscpu Thread(s) per core")
+    cpus = _int(kv["CPU(s)"], "lscpu CPU(s)", 1, LIMITS["cpus"])
+    threads = _int(kv.get("Thread(s) per core", "1"), "lscpu Thread(s) per core", 1, LIMITS["threads_per_core"])
     cores_text = kv.get("Core(s) per socket") or kv.get("Core(s) per cluster")
     sockets_text = kv.get("Socket(s)", "-")
     if sockets_text in ("", "-"):
         sockets_text = kv.get("Cluster(s)", "1")
-    sockets = _int(sockets_text, "lscpu Socket(s)")
-    cores = _int(cores_text, "lscpu Core(s) per socket") if cores_text else cpus // (sockets * threads)
+    sockets = _int(sockets_text, "lscpu Socket(s)", 1, LIMITS["sockets"])
+    cores = (_int(cores_text, "lscpu Core(s) per socket", 1, LIMITS["cores_per_socket"]) if cores_text
+             else max(cpus // (sockets * threads), 1))  # fmt: skip
     adjusted = False
     if sockets * cores * threads != cpus:
         adjusted = True
@@ -84,7 +129,7 @@ def parse_free(text):
         if fields and fields[0] == "Mem:":
             if len(fields) < 2:
                 break
-            return {"memory_total_mb": _int(fields[1], "free -m Mem total")}
+            return {"memory_total_mb": _int(fields[1], "free -m Mem total", 1, LIMITS["memory_mb"])}
     raise HwParseError("free -m: no 'Mem:' row; run `free -m` and pass its output")
 
 
@@ -99,16 +144,21 @@ def parse_slurmd_c(text):
         if "CPUs=" not in line or line.startswith("slurmd:"):
             continue
         pairs = dict(item.split("=", 1) for item in line.split() if "=" in item)
-        boards = _int(pairs.get("Boards", "1"), "slurmd -C Boards")
-        sockets = _int(pairs.get("SocketsPerBoard", pairs.get("Sockets", "1")), "slurmd -C SocketsPerBoard")
+        boards = _int(pairs.get("Boards", "1"), "slurmd -C Boards", 1, LIMITS["boards"])
+        sockets = _int(pairs.get("SocketsPerBoard", pairs.get("Sockets", "1")), "slurmd -C SocketsPerBoard", 1,
+                       LIMITS["sockets"])  # fmt: skip
         result = {
-            "cpus": _int(pairs["CPUs"], "slurmd -C CPUs"),
+            "cpus": _int(pairs["CPUs"], "slurmd -C CPUs", 1, LIMITS["cpus"]),
             "sockets": boards * sockets,
-            "cores_per_socket": _int(pairs.get("CoresPerSocket", "1"), "slurmd -C CoresPerSocket"),
-            "threads_per_core": _int(pairs.get("ThreadsPerCore", "1"), "slurmd -C ThreadsPerCore"),
+            "cores_per_socket": _int(
+                pairs.get("CoresPerSocket", "1"), "slurmd -C CoresPerSocket", 1, LIMITS["cores_per_socket"]
+            ),
+            "threads_per_core": _int(
+                pairs.get("ThreadsPerCore", "1"), "slurmd -C ThreadsPerCore", 1, LIMITS["threads_per_core"]
+            ),
         }
         if "RealMemory" in pairs:
-            result["memory_total_mb"] = _int(pairs["RealMemory"], "slurmd -C RealMemory")
+            result["memory_total_mb"] = _int(pairs["RealMemory"], "slurmd -C RealMemory", 1, LIMITS["memory_mb"])
         if "NodeName" in pairs:
             result["node_name"] = pairs["NodeName"]
         if "Gres" in pairs:
@@ -141,7 +191,18 @@ def gres_type(model):
 
 
 def _gpu(index, model, uuid=None, memory_mb=None):
-    return {"index": index, "model": model, "type": gres_type(model), "uuid": uuid, "memory_mb": memory_mb}
+    kind = gres_type(model)
+    if not kind:
+        raise HwParseError(f"GPU {index}: model {model!r} gives no GRES type (no letters or digits)")
+    return {"index": index, "model": model, "type": kind, "uuid": uuid, "memory_mb": memory_mb}
+
+
+def _unique_indexes(gpus, what):
+    seen = [g["index"] for g in gpus]
+    twice = sorted({i for i in seen if seen.count(i) > 1})
+    if twice:
+        raise HwParseError(f"{what}: GPU {twice[0]} is listed twice")
+    return gpus
 
 
 def parse_nvidia_smi_list(text):
@@ -154,7 +215,7 @@ def parse_nvidia_smi_list(text):
             gpus[-1]["mig_devices"] = 0
         elif _MIG_L_LINE.match(line) and gpus:
             gpus[-1]["mig_devices"] += 1
-    return gpus
+    return _unique_indexes(gpus, "nvidia-smi -L")
 
 
 def _strip_unit(value):
@@ -186,9 +247,10 @@ def parse_nvidia_smi_query(text, fields=GPU_QUERY_FIELDS):
         if "name" not in record:
             raise HwParseError("nvidia-smi CSV: no 'name' column; query at least index,name")
         memory = _strip_unit(record.get("memory.total", "")) if "memory.total" in record else None
-        index = _int(record["index"], "nvidia-smi index") if "index" in record else position
-        gpus.append(_gpu(index, record["name"], record.get("uuid"), _int(memory, "memory") if memory else None))
-    return gpus
+        index = _int(record["index"], "nvidia-smi index", 0, LIMITS["gpu_index"]) if "index" in record else position
+        memory_mb = _int(memory, "nvidia-smi memory.total", 0, LIMITS["memory_mb"]) if memory else None
+        gpus.append(_gpu(index, record["name"], record.get("uuid"), memory_mb))
+    return _unique_indexes(gpus, "nvidia-smi CSV")
 
 
 def parse_nvidia_smi(text):

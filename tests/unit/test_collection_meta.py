@@ -1,6 +1,8 @@
 """The collection's metadata agrees with meshctl's (one version, every role and plugin shipped)."""
 
 import re
+import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -28,9 +30,14 @@ def test_collections_path_links_the_collection_root(tmp_path):
 
 def exported_filters() -> set[str]:
     names = set()
-    for path in (REPO / "plugins" / "filter").glob("*.py"):
-        module = resources.plugin_module(f"filter/{path.name}")
-        names |= set(module.FilterModule().filters())
+    with tempfile.TemporaryDirectory() as folder:  # filters may import the collection's module_utils
+        sys.path.insert(0, str(resources.collections_path(Path(folder))))
+        try:
+            for path in (REPO / "plugins" / "filter").glob("*.py"):
+                module = resources.plugin_module(f"filter/{path.name}")
+                names |= set(module.FilterModule().filters())
+        finally:
+            sys.path.remove(folder)
     return names
 
 

@@ -4,6 +4,7 @@ wrong result) before the check it exercises was written; README "Reliability" li
 """
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -153,3 +154,113 @@ def test_closed_stdin_is_not_a_traceback(tmp_path):
                           env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert not (tmp_path / "m").exists()
+
+
+# Outputs from nodes that lie: each refused by the parser (the module then fails on that node
+# with the message), never turned into a Slurm line. (lscpu text, free text, expected message)
+LSCPU = "CPU(s): {cpus}\nThread(s) per core: 1\nCore(s) per socket: 2\nSocket(s): {sockets}\n"
+LYING_OUTPUTS = {
+    "Socket(s): 0": (LSCPU.format(cpus=2, sockets=0), "Socket(s): 0 is not a possible value"),
+    "CPU(s): -8": (LSCPU.format(cpus=-8, sockets=1), "CPU(s): -8 is not a possible value"),
+    "CPU(s): 0": (LSCPU.format(cpus=0, sockets=1), "CPU(s): 0 is not a possible value"),
+    "CPU(s): 10^30": (LSCPU.format(cpus=10**30, sockets=1), "expected a whole number"),
+    "CPU(s): superscript two": (LSCPU.format(cpus="\u00b2", sockets=1), "expected a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LYING_OUTPUTS))
+def test_lying_lscpu_is_refused(hw, case):
+    text, message = LYING_OUTPUTS[case]
+    with pytest.raises(hw.HwParseError, match=re.escape(message)):
+        hw.node_facts(lscpu=text, free="Mem: 4000 1 1\n")
+
+
+@pytest.mark.parametrize(("total", "message"), [("-5", "not a possible value"), ("0", "not a possible value"),
+                                                ("1000000000000", "not a possible value")])  # fmt: skip
+def test_lying_free_is_refused(hw, total, message):
+    with pytest.raises(hw.HwParseError, match=message):
+        hw.node_facts(lscpu=LSCPU.format(cpus=2, sockets=1), free=f"Mem: {total} 1 1\n")
+
+
+def test_lying_slurmd_c_is_refused(hw):
+    with pytest.raises(hw.HwParseError, match="Boards: 0 is not a possible value"):
+        hw.parse_slurmd_c("NodeName=a CPUs=2 Boards=0 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1\n")
+
+
+@pytest.mark.parametrize(
+    ("smi", "message"),
+    [
+        ("GPU 0: !!! (UUID: GPU-1)\n", "gives no GRES type"),
+        ("GPU 0: NVIDIA A100 (UUID: GPU-1)\nGPU 0: NVIDIA A100 (UUID: GPU-2)\n", "GPU 0 is listed twice"),
+        ("index, name\n0, NVIDIA A100\n0, NVIDIA A100\n", "GPU 0 is listed twice"),
+        ("index, name\n-1, NVIDIA A100\n", "not a possible value"),
+    ],
+)
+def test_lying_nvidia_smi_is_refused(hw, smi, message):
+    with pytest.raises(hw.HwParseError, match=message):
+        hw.parse_nvidia_smi(smi)
+
+
+def test_gpu_names_with_spaces_and_equals_become_plain_types(hw):
+    (gpu,) = hw.parse_nvidia_smi("index, name\n0, NVIDIA A=100 SXM\n")["gpus"]
+    assert gpu["type"] == "a_100_sxm"
+
+
+SOUND = {"cpus": 4, "sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "real_memory_mb": 3000,
+         "gpus": [{"type": "rtx_a5000", "file": "/dev/nvidia0"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cpus": "4\nPrologSlurmctld=/tmp/x"}, "cpus is"),
+        ({"cpus": True}, "cpus is True"),
+        ({"real_memory_mb": 0}, "real_memory_mb is 0"),
+        ({"gpus": [{"type": "a\nName=gpu File=/dev/sda", "file": "/dev/nvidia0"}]}, "GPU type"),
+        ({"gpus": [{"type": "a100", "file": "/dev/sda"}]}, "GPU file '/dev/sda'"),
+        ({"gpus": "all"}, "gpus is not a list"),
+    ],
+)
+def test_recorded_or_reported_facts_that_would_inject_lines_are_caught(hw, change, message):
+    assert hw.facts_problems(SOUND) == []
+    problems = hw.facts_problems({**SOUND, **change})
+    assert problems and message in problems[0]
+
+
+def test_the_controllers_filter_is_the_same_check(tmp_path):
+    from meshctl import resources
+
+    sys.path.insert(0, str(resources.collections_path(tmp_path)))
+    try:
+        module = resources.plugin_module("filter/hw_checks.py")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert module.FilterModule().filters()["hw_problems"]({**SOUND, "gpus": [{"type": "x", "file": "/dev/sda"}]})
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lscpu", "-", "--free", "-"], "--lscpu and --free cannot both read stdin"),
+        (["--lscpu", "{lscpu}", "--free", "{free}", "--provider", "aws\nNodeName=evil"], "Invalid value"),
+        (["--lscpu", "{zero}", "--free", "{free}"], "is over 1 MiB"),
+        (["--lscpu", "{binary}", "--free", "{free}"], "is not text"),
+    ],
+)
+def test_render_node_refuses_bad_inputs(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from meshctl.cli import cli
+
+    files = {"lscpu": LSCPU.format(cpus=2, sockets=1), "free": "Mem: 4000 1 1\n"}
+    paths = {}
+    for key, text in files.items():
+        paths[key] = tmp_path / key
+        paths[key].write_text(text)
+    paths["zero"] = tmp_path / "big"
+    paths["zero"].write_text("x" * (1024 * 1024 + 2))
+    paths["binary"] = tmp_path / "binary"
+    paths["binary"].write_bytes(b"CPU(s): \xff\xfe\n")
+    result = CliRunner().invoke(cli, ["render-node", *(a.format(**paths) for a in args)], input="CPU(s): 2\n")
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
