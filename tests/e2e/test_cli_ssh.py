@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -159,7 +160,9 @@ def test_add_node_makes_it_idle(bed):
     sinfo = bed.on_head("sinfo --noheader --Node --format='%N %T'")
     assert sorted(set(sinfo.split("\n")) - {""}) == ["ctl idle", "n1 idle"]
     # slurmctld runs on a machine named e2e-head while its node is ctl: it is named by its hostname.
-    assert f"SlurmctldHost[0] = e2e-head({HEAD})" in bed.on_head("scontrol show config")
+    config = bed.on_head("scontrol show config")
+    assert re.search(rf"^SlurmctldHost\[0\]\s*=\s*e2e-head\({re.escape(HEAD)}\)$", config, re.M), config[-400:]
+    assert "Slurmctld(primary) at e2e-head is UP" in config
     assert "meshctl_state: active" in (bed.mesh / "mesh.yml").read_text()
     key = bed.mesh / "secrets" / "munge.key"
     assert key.stat().st_mode & 0o777 == 0o600
