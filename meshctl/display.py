@@ -7,6 +7,7 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def console(out=None) -> Console:
@@ -14,11 +15,12 @@ def console(out=None) -> Console:
 
 
 def rich_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=title, title_justify="left")
+    t = Table(title=Text(title), title_justify="left")
     for column in columns:
-        t.add_column(column)
+        t.add_column(Text(column))
     for row in rows:
-        t.add_row(*(str(c) for c in row))
+        # Cells hold what nodes reported (an OS name like `Debian [/] 12`): text, never markup.
+        t.add_row(*(Text(str(c)) for c in row))
     return t
 
 

@@ -114,6 +114,7 @@ def init_mesh(
         raise InventoryError(f"{mesh.path} already holds a mesh", hint="use another folder, or add nodes to this one")
     if tailscale_key is not None:
         tailnet.check_key(tailscale_key, list(tags), "--authkey-file")
+        tailnet.check_tailnet_options(tags, login_server)
     elif tags or login_server:
         raise UsageError("--tag and --login-server need --authkey-file", hint="pass the tailnet's auth key too")
     if ssh_key and not Path(ssh_key).is_file():

@@ -8,7 +8,10 @@ half of either. Roles copy it to the nodes from there; it never travels as a var
 
 from __future__ import annotations
 
+import re
+import stat
 import sys
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -49,14 +52,35 @@ def mesh_tags(mesh: Mesh, mesh_vars: dict) -> list:
 
 
 def read_key(key_file: str | None, prompt) -> str:
-    """The key from FILE, from standard input (``-``) or from ``prompt()`` (hidden input)."""
+    """The key from FILE, from standard input (``-``) or from ``prompt()`` (hidden input).
+
+    Never echoes what it read, nor the file name when the name itself looks like a key (a key
+    pasted where its file was asked for); reads at most 4 KiB from regular files and stdin.
+    """
     if key_file == "-":
-        text = sys.stdin.read()
-    elif key_file:
+        if sys.stdin is None or sys.stdin.closed:
+            raise UsageError("--key-file - reads standard input, which is closed", hint="pass --key-file FILE")
         try:
-            text = Path(key_file).read_text()
+            text = sys.stdin.read(MAX_KEY_BYTES + 1)
+        except (OSError, UnicodeDecodeError, ValueError):
+            raise UsageError("cannot read a key from standard input", hint="pipe the key file in as text") from None
+    elif key_file:
+        shown = "the file given" if _plugin().auth_key_kind(Path(key_file).name) else key_file
+        path = Path(key_file)
+        try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                raise UsageError(
+                    f"{shown} is not a regular file", hint="save the key in a file (chmod 600) and pass that"
+                )
+            with path.open("rb") as handle:
+                data = handle.read(MAX_KEY_BYTES + 1)
         except OSError as exc:
-            raise UsageError(f"cannot read --key-file {key_file}: {exc.strerror}") from None
+            hint = "pass the key's file (not the key itself): save it with chmod 600" if shown != key_file else None
+            raise UsageError(f"cannot read the key file {shown}: {exc.strerror}", hint=hint) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{shown} is not text", hint="a Tailscale auth key is one line of text") from None
     elif prompt is None:
         raise UsageError(
             "no auth key given and no terminal to ask on",
@@ -64,7 +88,12 @@ def read_key(key_file: str | None, prompt) -> str:
         )
     else:
         text = prompt()
+    if text is None or len(text) > MAX_KEY_BYTES:
+        raise UsageError("the key given is too long to be a Tailscale auth key", hint="pass the key's file")
     return text.strip()
+
+
+MAX_KEY_BYTES = 4096
 
 
 def check_key(key: str, tags: list, source: str) -> str:
@@ -166,8 +195,27 @@ def require_tailscale(mesh_vars: dict) -> None:
         )
 
 
+TAG_RE = re.compile(r"^tag:[a-zA-Z][a-zA-Z0-9-]{0,79}$")
+
+
+def check_tailnet_options(tags, login_server) -> None:
+    """Tags as Tailscale spells them; a login server that is one https URL (it goes into YAML and argv)."""
+    for tag in tags:
+        if not TAG_RE.match(tag):
+            raise UsageError(
+                f"--tag {tag!r} is not a Tailscale tag", hint="tags look like tag:gpu (letters, digits, -)"
+            )
+    if login_server is not None:
+        parsed = urllib.parse.urlsplit(login_server)
+        if (parsed.scheme not in ("https", "http") or not parsed.hostname or any(c.isspace() for c in login_server)
+                or parsed.query or parsed.fragment or login_server.startswith("-")):  # fmt: skip
+            raise UsageError(f"--login-server {login_server!r} is not a server URL",
+                             hint="give the coordination server's URL, e.g. https://headscale.example.com")  # fmt: skip
+
+
 def group_vars_text(tags: list[str], login_server: str | None) -> str:
     """Lines for group_vars/all.yml that `meshctl init` writes for a tailnet mesh."""
+    check_tailnet_options(tags, login_server)
     lines = ["# Tailscale (see roles/tailscale/README.md for every variable)."]
     lines.append(f"tailscale_tags: {yaml.safe_dump(list(tags), default_flow_style=True).strip()}")
     if login_server:
@@ -175,12 +223,17 @@ def group_vars_text(tags: list[str], login_server: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
-    """Run rotate_authkey.yml on every active tailnet node; one row per node (``require_rotated`` judges)."""
-    require_tailscale(mesh_vars)
+def require_active(nodes: list[Node]) -> list[Node]:
     members = [n for n in nodes if n.state == "active"]
     if not members:
         raise InventoryError("the mesh has no active node to rotate", hint="add nodes with `meshctl add-node`")
+    return members
+
+
+def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
+    """Run rotate_authkey.yml on every active tailnet node; one row per node (``require_rotated`` judges)."""
+    require_tailscale(mesh_vars)
+    members = require_active(nodes)
     result = runner.run_playbook(
         "rotate_authkey.yml",
         mesh.run_inventory(nodes, mesh_vars),

@@ -32,6 +32,7 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
     with mesh.lock("rotate-authkey", wait=wait):
         nodes, mesh_vars = mesh.load()
         tailnet.require_tailscale(mesh_vars)
+        tailnet.require_active(nodes)  # before a new key replaces the stored one
         if stored:
             if key_file:
                 raise click.UsageError("--stored and --key-file exclude each other")

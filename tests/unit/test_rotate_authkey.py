@@ -4,14 +4,16 @@ ansible-runner is replaced by a fake that returns the tailscale role's reports; 
 itself is exercised by the molecule `tailscale` scenario and the e2e tests.
 """
 
+import io
 import os
 import stat
+from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from meshctl import runner, tailnet
+from meshctl import display, runner, tailnet
 from meshctl.cli import cli
 from meshctl.mesh import Mesh, Node
 
@@ -209,3 +211,66 @@ def test_apply_records_the_tailnet_address(tailnet_mesh, fake):
     assert "gpu1: mesh address 100.64.0.2 -> 100.100.7.2" in result.output
     nodes, _ = tailnet_mesh.load()
     assert {n.name: n.mesh_address for n in nodes} == {"head": "100.64.0.1", "gpu1": "100.100.7.2"}
+
+
+def test_no_active_node_leaves_the_stored_key_as_it_was(tailnet_mesh, fake, tmp_path):
+    nodes, mesh_vars = tailnet_mesh.load()
+    for node in nodes:
+        node.state = "pending"
+    tailnet_mesh.save(nodes, mesh_vars)
+    stored = tailnet.key_path(tailnet_mesh).read_bytes()
+    result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, NEW))
+    assert result.exit_code == 3 and "no active node" in result.output
+    assert tailnet.key_path(tailnet_mesh).read_bytes() == stored
+
+
+def test_a_key_given_where_its_file_was_asked_for_is_never_echoed(tailnet_mesh, fake):
+    result = rotate(tailnet_mesh, "--key-file", NEW)
+    assert result.exit_code == 2 and NEW not in result.output
+    assert "the file given" in result.output and "not the key itself" in result.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "binary", "folder"])
+def test_key_files_that_are_not_a_key_file_are_refused_at_once(tailnet_mesh, fake, tmp_path, kind):
+    path = tmp_path / "k"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would block forever
+    elif kind == "dev-zero":
+        path = Path("/dev/zero")  # reading it all would exhaust memory
+    elif kind == "binary":
+        path.write_bytes(b"tskey-auth-\xff\xfe\n")
+    else:
+        path.mkdir()
+    stored = tailnet.key_path(tailnet_mesh).read_bytes()
+    result = rotate(tailnet_mesh, "--key-file", str(path))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert tailnet.key_path(tailnet_mesh).read_bytes() == stored
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--tag", "x,--accept-routes", "is not a Tailscale tag"),
+        ("--tag", "tag:gpu\nx", "is not a Tailscale tag"),
+        ("--login-server", "https://hs.example.com\nevil: 1", "is not a server URL"),
+        ("--login-server", "-hs", "is not a server URL"),
+        ("--login-server", "ftp://hs.example.com", "is not a server URL"),
+    ],
+)
+def test_init_refuses_tags_and_login_servers_that_are_not(tmp_path, monkeypatch, option, value, message):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    args = ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1", "--name", "desk",
+            "--authkey-file", key_file(tmp_path, NEW), option, value]  # fmt: skip
+    if option == "--login-server":
+        args += ["--tag", "tag:gpu"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "m").exists()
+
+
+def test_node_output_with_brackets_is_printed_as_text_not_markup():
+    out = io.StringIO()
+    display.table("Preflight", ["check", "value"], [["os", "Debian [/] 12 [bold]x[/bold]"]], out=out, live=True)
+    assert "Debian [/] 12 [bold]x[/bold]" in out.getvalue()
