@@ -404,3 +404,15 @@ def test_init_from_an_ansible_inventory_preflights_every_host_over_ssh(bed, tmp_
                           "--compute-group", "gpus", "--provider", "local")  # fmt: skip
     assert refused.returncode == 4 and "refused the connection" in refused.stderr
     assert not (tmp_path / "lab2").exists()
+
+
+def test_a_munge_key_others_can_read_stops_the_run_with_the_fix(bed):
+    key = bed.mesh / "secrets" / "munge.key"
+    key.chmod(0o644)
+    try:
+        result = bed.meshctl("apply")
+    finally:
+        key.chmod(0o600)
+    assert result.returncode != 0
+    assert "is readable by others (mode 0644)" in result.stdout + result.stderr
+    assert "chmod 600" in result.stdout + result.stderr
