@@ -73,9 +73,13 @@ def test_built_collection_installs_and_converges_a_users_playbook(node, tmp_path
         **galaxy)  # fmt: skip
     (tarball,) = (tmp_path / "dist").glob("meshctl-mesh-*.tar.gz")
     collections = tmp_path / "collections"
+    collections.mkdir()
     # --no-deps: ansible.posix and ansible.utils come with the `ansible` package (no Galaxy here).
-    run([str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(collections), str(tarball)],
-        **galaxy)  # fmt: skip
+    # --force, and only the target on the collections path: molecule installs this project's collection
+    # into ~/.ansible/collections, which must not make this install a no-op.
+    galaxy["env"] = {**env, "ANSIBLE_COLLECTIONS_PATH": str(collections)}
+    run([str(BIN / "ansible-galaxy"), "collection", "install", "--force", "--no-deps", "-p", str(collections),
+         str(tarball)], **galaxy)  # fmt: skip
     installed = collections / "ansible_collections" / "meshctl" / "mesh"
     assert (installed / "plugins" / "modules" / "mesh_hw_facts.py").is_file()
     assert (installed / "roles" / "slurm" / "tasks" / "main.yml").is_file()
