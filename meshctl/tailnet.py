@@ -214,8 +214,8 @@ def check_tailnet_options(tags, login_server) -> None:
 
 
 def group_vars_text(tags: list[str], login_server: str | None) -> str:
-    """Lines for group_vars/all.yml that `meshctl init` writes for a tailnet mesh."""
-    check_tailnet_options(tags, login_server)
+    """Lines for group_vars/all.yml that `meshctl init` writes for a tailnet mesh (options checked by
+    ``check_tailnet_options`` before anything is written)."""
     lines = ["# Tailscale (see roles/tailscale/README.md for every variable)."]
     lines.append(f"tailscale_tags: {yaml.safe_dump(list(tags), default_flow_style=True).strip()}")
     if login_server:
