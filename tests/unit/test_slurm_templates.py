@@ -114,6 +114,8 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_return_to_service": 2,
         "slurm_config_extra": {},
         "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
+        "slurm_accounting": DEFAULTS["slurm_accounting"],
+        "slurm_dbd_port": DEFAULTS["slurm_dbd_port"],
         **extra,
     }
     return render("slurm.conf.j2", **variables)
@@ -259,3 +261,39 @@ def test_slurmctld_host_is_the_machines_hostname_reached_by_the_mesh_address(ren
     # A desktop whose hostname is DESKTOP-7F3 is the node `desk`: slurmctld checks its hostname.
     lines = slurm_conf(render, mesh, [], slurm_controller_hostname="DESKTOP-7F3")
     assert "SlurmctldHost=DESKTOP-7F3(100.101.1.10)" in lines
+
+
+def test_accounting_is_off_by_default(render, mesh):
+    assert DEFAULTS["slurm_accounting"] is False
+    assert not any(line.startswith("Accounting") for line in slurm_conf(render, mesh, []))
+
+
+def test_accounting_points_slurmctld_at_slurmdbd_on_the_heads_mesh_address(render, mesh):
+    lines = slurm_conf(render, mesh, [], slurm_accounting=True)
+    assert [line for line in lines if line.startswith("Accounting")] == [
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=100.101.1.10",
+        "AccountingStoragePort=6819",
+    ]
+
+
+def test_slurmdbd_conf_uses_the_socket_and_no_password(render):
+    lines = render(
+        "slurmdbd.conf.j2",
+        slurm_dbd_port=6819,
+        slurm_user="slurm",
+        slurm_log_dir="/var/log/slurm",
+        slurm_accounting_db_name=DEFAULTS["slurm_accounting_db_name"],
+    )
+    settings = dict(line.split("=", 1) for line in lines)
+    assert settings["StorageType"] == "accounting_storage/mysql"
+    assert settings["StorageHost"] == "localhost" and settings["StorageUser"] == "slurm"
+    assert settings["StorageLoc"] == "slurm_acct_db" and settings["DbdPort"] == "6819"
+    assert "StoragePass" not in settings
+
+
+def test_mariadb_settings_meet_what_slurmdbd_asks(render):
+    lines = render(
+        "mariadb-slurmdbd.cnf.j2", slurm_accounting_mariadb_settings=DEFAULTS["slurm_accounting_mariadb_settings"]
+    )
+    assert lines == ["[mysqld]", "innodb_buffer_pool_size = 512M", "innodb_lock_wait_timeout = 900"]

@@ -1,0 +1,96 @@
+"""The job_users role's checks (plugins/filter/job_users.py): the mesh's list, and a node's accounts."""
+
+import pytest
+
+from tests.conftest import load_file
+
+
+@pytest.fixture(scope="module")
+def ju():
+    return load_file("plugins/filter/job_users.py")
+
+
+GOOD = [{"name": "alice", "uid": 2001, "comment": "Alice Example"}, {"name": "bob", "uid": 2002}]
+
+
+def test_a_sound_list_has_no_problems(ju):
+    assert ju.job_users_problems(GOOD, "meshjobs", 2000) == []
+    assert ju.job_users_problems([], "meshjobs", 2000) == []
+
+
+@pytest.mark.parametrize(
+    ("users", "expected"),
+    [
+        ("alice", "must be a list"),
+        ([["alice", 2001]], "entry 1 must be a mapping"),
+        ([{"name": "alice", "uid": 2001, "shell": "/bin/sh"}], "entry 1 must be a mapping"),
+        ([{"name": "Alice", "uid": 2001}], "name 'Alice' is not a valid user name"),
+        ([{"name": "al;ice", "uid": 2001}], "is not a valid user name"),
+        ([{"name": "-alice", "uid": 2001}], "is not a valid user name"),
+        ([{"name": "a" * 33, "uid": 2001}], "is not a valid user name"),
+        ([{"name": "alice", "uid": 0}], "uid 0 must be a whole number from 1000 to 59999"),
+        ([{"name": "alice", "uid": 65534}], "uid 65534 must be"),
+        ([{"name": "alice", "uid": "2001"}], "uid '2001' must be"),
+        ([{"name": "alice", "uid": True}], "uid True must be"),
+        ([{"name": "alice"}], "uid None must be"),
+        ([{"name": "alice", "uid": 2001}, {"name": "alice", "uid": 2002}], "user alice is listed twice"),
+        ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "uid 2001 is also the uid of entry 1"),
+        ([{"name": "alice", "uid": 2001, "comment": "A:B"}], "comment must be text without ':'"),
+        ([{"name": "alice", "uid": 2001, "comment": "A\nB"}], "comment must be text"),
+    ],
+)
+def test_bad_lists_are_named(ju, users, expected):
+    problems = ju.job_users_problems(users, "meshjobs", 2000)
+    assert any(expected in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("group", "gid", "expected"),
+    [
+        ("Mesh Jobs", 2000, "job_users_group 'Mesh Jobs'"),
+        ("meshjobs", 99, "job_users_gid 99"),
+        ("meshjobs", "x", "job_users_gid 'x'"),
+    ],
+)
+def test_bad_group_is_named(ju, group, gid, expected):
+    assert any(expected in p for p in ju.job_users_problems(GOOD, group, gid))
+
+
+PASSWD = {
+    "root": ["x", "0", "0", "root", "/root", "/bin/bash"],
+    "debian": ["x", "1000", "1000", "", "/home/debian", "/bin/bash"],
+}
+GROUP = {"root": ["x", "0", ""], "debian": ["x", "1000", ""]}
+
+
+def test_a_fresh_node_has_no_conflicts(ju):
+    assert ju.job_users_conflicts(GOOD, "meshjobs", 2000, PASSWD, GROUP) == []
+
+
+def test_a_node_that_already_matches_has_no_conflicts(ju):
+    passwd = {**PASSWD, "alice": ["x", "2001", "2000", "", "/home/alice", "/bin/bash"]}
+    group = {**GROUP, "meshjobs": ["x", "2000", ""]}
+    assert ju.job_users_conflicts(GOOD, "meshjobs", 2000, passwd, group) == []
+
+
+def test_a_user_with_another_uid_is_refused_with_the_fix(ju):
+    passwd = {**PASSWD, "alice": ["x", "1001", "1001", "", "/home/alice", "/bin/bash"]}
+    (conflict,) = ju.job_users_conflicts(GOOD, "meshjobs", 2000, passwd, GROUP)
+    assert "user alice has UID 1001 here, the mesh says 2001" in conflict
+    assert "usermod -u 2001 alice" in conflict and "set its uid to 1001" in conflict
+
+
+def test_a_uid_taken_by_someone_else_is_refused(ju):
+    (conflict,) = ju.job_users_conflicts([{"name": "alice", "uid": 1000}], "meshjobs", 2000, PASSWD, GROUP)
+    assert "UID 1000 (for alice) belongs to user debian here" in conflict
+
+
+def test_a_group_with_another_gid_is_refused(ju):
+    group = {**GROUP, "meshjobs": ["x", "3000", ""]}
+    (conflict,) = ju.job_users_conflicts(GOOD, "meshjobs", 2000, PASSWD, group)
+    assert "group meshjobs has GID 3000 here, the mesh says 2000" in conflict and "groupmod -g 2000" in conflict
+
+
+def test_a_gid_taken_by_another_group_is_refused(ju):
+    (conflict,) = ju.job_users_conflicts(GOOD, "meshjobs", 1000, PASSWD, GROUP)
+    assert "GID 1000 belongs to group debian here" in conflict
