@@ -22,7 +22,7 @@ class MeshctlGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             if isinstance(exc, PartialError) and exc.unreachable:
-                rows = [[name, said, exc.todo.format(node=name)] for name, said in exc.unreachable.items()]
+                rows = [[name, said, exc.todo_for(name)] for name, said in exc.unreachable.items()]
                 display.table("Not reached", ["node", "what happened", "what to do"], rows)
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
@@ -39,9 +39,18 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register() -> None:
-    from meshctl.commands import add_node, apply, init, remove_node, render_node, rotate_authkey, status
+    from meshctl.commands import (
+        add_node,
+        apply,
+        forget_host_key,
+        init,
+        remove_node,
+        render_node,
+        rotate_authkey,
+        status,
+    )
 
-    for module in (init, add_node, apply, status, remove_node, rotate_authkey, render_node):
+    for module in (init, add_node, apply, status, remove_node, rotate_authkey, render_node, forget_host_key):
         cli.add_command(module.command)
 
 

@@ -53,11 +53,20 @@ class PartialError(MeshctlError):
     exit_code = 7
 
     def __init__(
-        self, message: str, hint: str | None = None, unreachable: dict[str, str] | None = None, todo: str = ""
+        self,
+        message: str,
+        hint: str | None = None,
+        unreachable: dict[str, str] | None = None,
+        todo: str = "",
+        todos: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message, hint)
         self.unreachable = unreachable or {}  # node -> what happened
         self.todo = todo  # what to do about one of them; ``{node}`` names it
+        self.todos = todos or {}  # node -> what to do, where it differs from ``todo``
+
+    def todo_for(self, node: str) -> str:
+        return self.todos.get(node) or self.todo.format(node=node)
 
 
 class EnvironmentProblem(MeshctlError):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import preflight, runner, ssh, tailnet, vault
+from meshctl import hostkeys, preflight, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
 from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
 
@@ -27,6 +27,8 @@ mesh.lock
 mesh.yml.bak
 .mesh.yml.*
 secrets/.*
+# Slurm packages meshctl built for nodes of other distributions (large; made again when missing).
+packages/
 """
 GITIGNORE_CLEAR_SECRETS = """# Keys in clear (the munge key, the Tailscale auth key): never in git.
 secrets/
@@ -83,7 +85,7 @@ class PreflightReport:
 
 def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str | None) -> PreflightReport:
     argv = ssh.ssh_argv(target.host, target.user, target.port, ssh_key, mesh.known_hosts)
-    result = preflight.run(argv, target.user, target.host, target.port)
+    result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts)
     if not result.reachable:
         what, fix = result.error
         raise PreflightError(what, hint=fix)
@@ -179,8 +181,8 @@ def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault
     if vault_id is not None:  # checked (password readable) by vault.vault_id_from_options
         mesh_vars[vault.MESH_VAR] = vault_id
         mesh_vault = vault.for_mesh(mesh_vars)
-        vault.ensure_munge_key(mesh.secrets, mesh_vault)
-    group_vars = GROUP_VARS_ALL
+        vault.ensure_generated_secrets(mesh.secrets, mesh_vault)
+    group_vars = GROUP_VARS_ALL + slurm_major_text(report)
     if tailscale_key is not None:
         tailnet.store_key(mesh, tailscale_key, mesh_vault)
         mesh_vars["mesh_tailscale"] = True
@@ -190,6 +192,21 @@ def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault
         atomic_write(mesh.path / ".gitignore", GITIGNORE + ("" if mesh_vault else GITIGNORE_CLEAR_SECRETS))
     mesh.save([node], mesh_vars)
     return mesh, node, report
+
+
+def slurm_major_text(report: PreflightReport | None) -> str:
+    """The mesh's Slurm major for group_vars/all.yml: what the head's distribution ships."""
+    major = preflight.packaged_slurm_major(report.result.facts) if report is not None else None
+    if major is None:
+        return (
+            '\n# The mesh\'s Slurm major release (roles/slurm/README.md, "Mixed distributions"); unset: what\n'
+            '# the head\'s distribution ships.\n# slurm_mesh_major: "22.05"\n'
+        )
+    return (
+        "\n# The mesh's Slurm major release, what the head's distribution ships: a node whose distribution\n"
+        '# ships another gets this one built for it (roles/slurm/README.md, "Mixed distributions").\n'
+        f'slurm_mesh_major: "{major}"\n'
+    )
 
 
 def run(
@@ -215,7 +232,7 @@ def run(
     if targets is not None:
         limit = runner.limit_to(n.name for n in [*targets, *leaving])
     if not check:
-        vault.ensure_munge_key(mesh.secrets, vault.for_mesh(mesh_vars))
+        vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
     result = runner.run_playbook(
         playbook,
         mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets}),
@@ -243,9 +260,19 @@ def unreachable_rows(result: runner.RunResult) -> dict[str, str]:
     return {host: said.get(host, "no answer") for host in result.unreachable}
 
 
-def raise_partial(result: runner.RunResult, done: str) -> None:
-    """Exit 'partial' when only some nodes could not be reached; a real failure exits 5."""
+def raise_partial(mesh: Mesh, nodes: list[Node], result: runner.RunResult, done: str) -> None:
+    """Exit 'partial' when only some nodes could not be reached; a real failure exits 5.
+
+    A node whose SSH host key changed is named with both fingerprints and the command that
+    accepts the new key: never trusted silently, never left to a hand edit of known_hosts.
+    """
     unreachable = unreachable_rows(result)
+    todos = {}
+    by_name = {n.name: n for n in nodes}
+    for name, said in unreachable.items():
+        if name in by_name and hostkeys.is_changed_key(said):
+            node = by_name[name]
+            unreachable[name], todos[name] = hostkeys.describe_change(name, node.host, node.port, mesh.known_hosts)
     names = ", ".join(unreachable)
     raise PartialError(
         f"{done}; {len(unreachable)} node(s) could not be reached: {names}",
@@ -253,6 +280,7 @@ def raise_partial(result: runner.RunResult, done: str) -> None:
         "or take them out with `meshctl remove-node NODE --force`",
         unreachable=unreachable,
         todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
+        todos=todos,
     )
 
 
@@ -371,7 +399,7 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
         if changed:
             mesh.save(nodes, mesh_vars)
     if partial:
-        raise_partial(result, f"converged {len(reached)} node(s)")
+        raise_partial(mesh, nodes, result, f"converged {len(reached)} node(s)")
     return result
 
 

@@ -238,6 +238,7 @@ def to_inventory(
     all_vars = dict(mesh_vars)
     if secrets is not None:
         all_vars["mesh_secrets_dir"] = str(secrets)
+        all_vars["mesh_dir"] = str(Path(secrets).parent)  # the mesh folder (packages/ for built Slurm)
     return {"all": {"vars": all_vars, "hosts": hosts, "children": children}}
 
 
@@ -460,8 +461,22 @@ class Mesh:
 
 
 def atomic_write(path: Path, text: str, backup: bool = False, mode: int = 0o644) -> None:
-    """Write via a temp file in the same folder, fsync, keep the old file as .bak, rename."""
+    """Write via a temp file in the same folder, fsync, keep the old file as .bak, rename.
+
+    A failure (a full disk, a read-only folder) leaves the old file as it was, removes the temp
+    file and says so (InventoryError), never a traceback.
+    """
     path = Path(path)
+    try:
+        _atomic_write(path, text, backup, mode)
+    except OSError as exc:
+        raise InventoryError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint=f"free space or fix permissions there, then run the command again ({path.name} is as it was)",
+        ) from None
+
+
+def _atomic_write(path: Path, text: str, backup: bool, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:

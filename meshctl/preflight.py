@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from meshctl import ssh
+from meshctl import resources, ssh
 
 # Runs on the node with /bin/sh; prints key=value lines and changes nothing.
 PROBE = r"""
@@ -21,11 +22,20 @@ echo "pid1=$(cat /proc/1/comm 2>/dev/null)"
 if [ -c /dev/net/tun ]; then echo tun=yes; else echo tun=no; fi
 echo "python3=$(command -v python3 || true)"
 echo "hostname=$(hostname 2>/dev/null)"
+echo "slurm_policy=$(apt-cache policy slurmctld 2>/dev/null | grep -E 'Installed:|Candidate:' | tr -s ' \n' ' ')"
 echo "dmi=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr '\n' ' ')"
 if env | grep -q '^RUNPOD_' || { [ -r /proc/1/environ ] && tr '\0' '\n' </proc/1/environ | grep -q '^RUNPOD_'; }; then
   echo runpod=yes
 fi
 """
+
+
+def packaged_slurm_major(facts: dict[str, str]) -> str | None:
+    """The Slurm major release the machine has or would install ("22.05"), from the probe's
+    ``apt-cache policy slurmctld`` line; None when its package lists know no Slurm."""
+    versions = resources.plugin_module("filter/slurm_versions.py")
+    return versions.slurm_major(versions.apt_policy_version(facts.get("slurm_policy", "")))
+
 
 SUPPORTED_OS = ("debian", "ubuntu")
 SUPPORTED_ARCH = ("x86_64", "aarch64")
@@ -123,9 +133,9 @@ class Preflight:
         return self.reachable and all(c.ok for c in self.checks if c.blocking)
 
 
-def run(argv: list[str], user: str, host: str, port: int) -> Preflight:
+def run(argv: list[str], user: str, host: str, port: int, known_hosts: Path | None = None) -> Preflight:
     result = ssh.run(argv, "/bin/sh -s", stdin=PROBE, timeout=ssh.CONNECT_TIMEOUT + 30)
     if result.rc == 255:
-        return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port))
+        return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port, known_hosts))
     facts = parse_probe(result.stdout)
     return Preflight(True, evaluate(facts, user), facts)

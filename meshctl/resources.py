@@ -40,6 +40,24 @@ def roles_dir() -> Path:
     return data_dir() / "roles"
 
 
+@cache
+def role_defaults(role: str) -> dict:
+    """A role's defaults/main.yml as written (templated values stay text): what meshctl reads
+    from the roles instead of keeping its own copy (a secret's file name, a port)."""
+    import yaml
+
+    path = roles_dir() / role / "defaults" / "main.yml"
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise EnvironmentProblem(f"cannot read the defaults of role {role}: {exc}") from None
+
+
+def secret_file_name(role: str, variable: str) -> str:
+    """The file name (in the mesh's secrets folder) of a secret whose path a role default sets."""
+    return str(role_defaults(role)[variable]).rsplit("/", 1)[-1]
+
+
 # The roles, the module and the filters are one Ansible collection (galaxy.yml): the folder that
 # holds playbooks/ and roles/ is also the collection's root, so meshctl and a user's playbooks
 # run the same files.

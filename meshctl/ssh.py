@@ -6,6 +6,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from meshctl import hostkeys
+
 CONNECT_TIMEOUT = 10
 
 
@@ -43,9 +45,13 @@ def run(argv: list[str], command: str, stdin: str | None = None, timeout: float 
     return SshResult(result.returncode, result.stdout, result.stderr)
 
 
-def explain_failure(stderr: str, user: str, host: str, port: int) -> tuple[str, str]:
+def explain_failure(
+    stderr: str, user: str, host: str, port: int, known_hosts: Path | None = None, name: str | None = None
+) -> tuple[str, str]:
     """(what went wrong, what to do) for an SSH connection that failed (rc 255)."""
     text = stderr.strip()
+    if known_hosts is not None and hostkeys.is_changed_key(text):
+        return hostkeys.describe_change(name or host, host, port, known_hosts)
     low = text.lower()
     if "connection refused" in low:
         return (f"{host}:{port} refused the connection", f"check that sshd listens on port {port} of {host}")

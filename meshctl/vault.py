@@ -3,7 +3,7 @@
 A mesh made with ``meshctl init --vault-password-file FILE`` (or ``--vault-id LABEL@SOURCE``,
 where SOURCE is a password file or a client script, as ``ansible-playbook --vault-id`` takes it)
 records that vault id in ``mesh.yml`` (``meshctl_vault_id``; a path, never the password). The
-munge key and the Tailscale auth key in ``secrets/`` are then vault-encrypted files. meshctl
+munge key, MLflow's password and the Tailscale auth key in ``secrets/`` are then vault-encrypted files. meshctl
 encrypts them with Ansible's own VaultLib and never writes them in clear; Ansible decrypts
 them where it must, in memory or in a temp file of its local temp folder (inside the run's
 private folder, removed with it), when ``copy`` sends them to a node.
@@ -12,9 +12,11 @@ private folder, removed with it), when ``copy`` sends them to a node.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
+from meshctl import resources
 from meshctl.errors import UsageError
 
 MESH_VAR = "meshctl_vault_id"
@@ -129,10 +131,19 @@ def read_secret(path: Path, vault: Vault | None) -> bytes:
     return data
 
 
-MUNGE_KEY = "munge.key"
+# Secrets the roles make on the control machine when they are missing, by (role, variable that
+# names the file): with a vault meshctl makes them itself, encrypted, before a run.
+GENERATED = {
+    ("munge", "munge_key_file"): lambda: os.urandom(1024),
+    ("mlflow", "mlflow_auth_password_file"): lambda: secrets.token_hex(24).encode(),
+}
 
 
-def ensure_munge_key(secrets: Path, vault: Vault | None) -> None:
-    """With a vault, meshctl makes the mesh's munge key itself (encrypted), so no clear copy is ever written."""
-    if vault is not None and not (secrets / MUNGE_KEY).exists():
-        write_secret(secrets / MUNGE_KEY, os.urandom(1024), vault)
+def ensure_generated_secrets(folder: Path, vault: Vault | None) -> None:
+    """With a vault, meshctl makes the munge key and MLflow's password itself (encrypted): no clear copy is written."""
+    if vault is None:
+        return
+    for (role, variable), make in GENERATED.items():
+        path = folder / resources.secret_file_name(role, variable)
+        if not path.exists():
+            write_secret(path, make(), vault)

@@ -75,9 +75,18 @@ if [ "$gpus" != 2 ]; then
   echo "demo: FAILED: sinfo shows $gpus GPUs on gpu1, not its two simulated ones" >&2
   exit 1
 fi
-echo "==> MLflow on the head, asked from cpu1 through the tracking URI every node has"
-"${SSH[@]}" "root@$CPU1" '. /etc/profile.d/meshctl-mlflow.sh; echo "MLFLOW_TRACKING_URI=$MLFLOW_TRACKING_URI";
-  python3 -c "import os, urllib.request; print(\"health:\", urllib.request.urlopen(os.environ[\"MLFLOW_TRACKING_URI\"] + \"/health\").read().decode())"'
+echo "==> MLflow on the head, asked from cpu1 through the tracking URI every node has (no account: 401)"
+"${SSH[@]}" "root@$CPU1" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<'PY'
+import os, urllib.error, urllib.request
+uri = os.environ["MLFLOW_TRACKING_URI"]
+print("MLFLOW_TRACKING_URI=" + uri)
+print("health:", urllib.request.urlopen(uri + "/health").read().decode())
+try:
+    urllib.request.urlopen(uri + "/api/2.0/mlflow/experiments/search?max_results=1")
+    raise SystemExit("demo: FAILED: MLflow answered without credentials")
+except urllib.error.HTTPError as error:
+    print("API without the mesh's account:", error.code)
+PY
 echo "==> The NFS export on the head"
 "${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"
 
@@ -96,9 +105,12 @@ batch_addr=$(case $batch in head) echo $HEAD ;; gpu1) echo $GPU1 ;; *) echo $CPU
 run_id=$(python3 -c 'import json,sys; print(next(json.loads(l)["run_id"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["rank"] == 0))' "$DEMO/ddp.out")
 echo "==> The run in MLflow (asked on the head)"
 "${SSH[@]}" "root@$HEAD" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<PY
-import json, os, urllib.request
+import base64, json, os, urllib.request
 api = os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow"
-get = lambda path: json.load(urllib.request.urlopen(api + path))
+# The tracking server asks for the mesh's account, which root's login shell has from the profile snippet.
+account = "%s:%s" % (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"])
+auth = {"Authorization": "Basic " + base64.b64encode(account.encode()).decode()}
+get = lambda path: json.load(urllib.request.urlopen(urllib.request.Request(api + path, headers=auth)))
 run = get("/runs/get?run_id=$run_id")["run"]
 losses = get("/metrics/get-history?run_id=$run_id&metric_key=loss&max_results=10000")["metrics"]
 params = {p["key"]: p["value"] for p in run["data"]["params"]}

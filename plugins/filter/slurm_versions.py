@@ -117,9 +117,27 @@ def slurm_plugins(version, cgroup_versions, any_container):
     return {"proctrack": "proctrack/cgroup", "task": "task/cgroup,task/affinity", "cgroup_plugin": plugin}
 
 
+def slurm_builds(versions, mesh_major):
+    """Hosts whose packaged Slurm is not the mesh's major: they get the mesh's version built for
+    their distribution (roles/slurm/tasks/build.yml). ``versions`` maps host -> version (installed,
+    else the candidate); a host with no Slurm package at all is left to the version check."""
+    wanted = slurm_major(mesh_major)
+    if wanted is None:
+        raise ValueError(f"cannot tell the mesh's Slurm version from {mesh_major!r}")
+    return sorted(h for h, v in versions.items() if slurm_major(v) not in (None, wanted))
+
+
+def slurm_effective_versions(versions, mesh_major, build=True):
+    """The version each host will run: its own, or the mesh's major where it gets a build."""
+    builds = set(slurm_builds(versions, mesh_major)) if build else set()
+    return {h: (mesh_major if h in builds else v) for h, v in versions.items()}
+
+
 class FilterModule:
     def filters(self):
         return {
+            "slurm_builds": slurm_builds,
+            "slurm_effective_versions": slurm_effective_versions,
             "slurm_major": slurm_major,
             "slurm_version_problems": slurm_version_problems,
             "apt_policy_version": apt_policy_version,

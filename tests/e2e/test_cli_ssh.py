@@ -7,6 +7,7 @@ cannot be reached from here), which accepts the keys listed in its valid-keys fi
 """
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +72,32 @@ def node_key(container: str) -> str:
                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
 
 
+class CmdlineSampler(threading.Thread):
+    """Every process's command line, sampled while the bed's commands run: the host's /proc also
+    shows the nodes' processes (containers), so this sees meshctl, ansible, ssh and every command
+    Ansible starts on a node."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.seen: set[bytes] = set()
+        self.samples = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError):  # the process ended
+                        self.seen.add((entry / "cmdline").read_bytes())
+            self.samples += 1
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
 class Bed:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -90,7 +118,8 @@ class Bed:
         assert data.startswith(b"$ANSIBLE_VAULT;"), f"secrets/{name} is not vault-encrypted"
         return Vault(f"meshctl@{self.vault_pass}").decrypt(data)
 
-    def meshctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    def meshctl(self, *args: str, timeout: float = 900, columns: int | None = None) -> subprocess.CompletedProcess:
+        wide = {"COLUMNS": str(columns)} if columns else {}  # tables wide enough not to fold long cells
         return subprocess.run(
             [sys.executable, "-m", "meshctl", *args],
             cwd=self.mesh if self.mesh.exists() else self.root,
@@ -98,8 +127,23 @@ class Bed:
             text=True,
             timeout=timeout,
             check=False,
-            env={**os.environ, "TMPDIR": str(self.tmp)},
+            env={**os.environ, "TMPDIR": str(self.tmp), **wide},
         )
+
+    def spawn(self, *args: str) -> subprocess.Popen:
+        """meshctl in the background (for runs that overlap or get killed)."""
+        env = {**os.environ, "TMPDIR": str(self.tmp)}
+        return subprocess.Popen([sys.executable, "-m", "meshctl", *args], cwd=self.mesh, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+
+    def wait_for_lock_holder(self, seconds: float = 60) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            text = (self.mesh / "mesh.lock").read_text() if (self.mesh / "mesh.lock").exists() else ""
+            if text.strip():
+                return text
+            time.sleep(0.2)
+        raise AssertionError("no meshctl took the lock")
 
     def on_head(self, command: str) -> str:
         argv = ["ssh", "-i", str(self.key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
@@ -124,7 +168,10 @@ def bed(tmp_path_factory):
         nodes.authorize(name, public)
         install_standin(name)
     nodes.authorize("e2e-n2", public, user="nosudo")  # a user without sudo
+    bed.cmdlines = CmdlineSampler()
+    bed.cmdlines.start()
     yield bed
+    bed.cmdlines.stop()
     subprocess.run(["docker", "rm", "-f", "-v", SKEW.name], capture_output=True, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
 
@@ -204,21 +251,47 @@ def test_rotate_authkey_moves_every_node_to_the_new_key(bed):
     assert forced.stdout.count("logged in again") == 2
 
 
-def test_vault_keeps_every_key_off_the_control_machine_in_clear(bed):
-    """After init, add-node and rotate-authkey on a vault mesh: no clear key in any file they wrote."""
+def node_logs(container: str) -> bytes:
+    """A node's journal and every file under /var/log."""
+    script = "journalctl --no-pager --output=cat 2>/dev/null; find /var/log -type f -exec cat {} + 2>/dev/null; true"
+    return subprocess.run(["docker", "exec", container, "sh", "-c", script], capture_output=True, check=True).stdout
+
+
+def test_no_secret_leaks_to_files_logs_or_command_lines(bed):
+    """After init, add-node and rotate-authkey on a vault mesh, no clear Tailscale key, munge key or
+    MLflow password in: any file meshctl or Ansible wrote on the control machine, any node's
+    journal or /var/log, or any command line of any process (sampled all along, nodes included)."""
     munge = bed.clear_secret("munge.key")
-    # The nodes got the clear key: the vault file was decrypted on its way, not before.
+    mlflow_password = bed.clear_secret("mlflow_password").strip()
+    assert re.fullmatch(rb"[0-9a-f]{48}", mlflow_password)
+    # The nodes got the clear secrets: the vault files were decrypted on their way, not before.
     on_node = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/munge/munge.key"], capture_output=True,
                              check=True).stdout  # fmt: skip
     assert on_node == munge
-    needles = [KEY_A.encode(), KEY_B.encode(), munge[:48], base64.b64encode(munge)[:64]]
-    places = [bed.mesh, bed.tmp, Path.home() / ".ansible" / "tmp"]
+    account = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/meshctl/task-env.d/mlflow.env"],
+                             capture_output=True, check=True).stdout  # fmt: skip
+    assert b"MLFLOW_TRACKING_PASSWORD=" + mlflow_password in account
+    needles = {
+        "tailscale key A": KEY_A.encode(),
+        "tailscale key B": KEY_B.encode(),
+        "munge key": munge[:48],
+        "munge key (base64)": base64.b64encode(munge)[:64],
+        "mlflow password": mlflow_password,
+    }
     hits = []
-    for place in places:
+    for place in (bed.mesh, bed.tmp, Path.home() / ".ansible" / "tmp"):
         for path in place.rglob("*") if place.exists() else []:
             if path.is_file() and not path.is_symlink():
                 data = path.read_bytes()
-                hits += [f"{path}" for needle in needles if needle in data]
+                hits += [f"{what} in {path}" for what, needle in needles.items() if needle in data]
+    for container in SPEC.names:
+        logs = node_logs(container)
+        assert len(logs) > 10_000, f"{container}: too little log to mean anything"
+        hits += [f"{what} in {container}'s logs" for what, needle in needles.items() if needle in logs]
+    assert bed.cmdlines.samples > 100 and len(bed.cmdlines.seen) > 100  # it really watched the runs
+    assert any(b"ansible-playbook" in line or b"ansible_playbook" in line for line in bed.cmdlines.seen)
+    for line in bed.cmdlines.seen:
+        hits += [f"{what} in a command line" for what, needle in needles.items() if needle in line]
     assert hits == []
     assert ".gitignore" in {p.name for p in bed.mesh.iterdir()}
     assert "secrets/\n" not in (bed.mesh / ".gitignore").read_text()  # encrypted: may be committed
@@ -294,6 +367,7 @@ def test_newer_slurm_node_is_refused_before_anything_changes(bed):
     assert result.returncode == 5, result.stdout[-2000:] + result.stderr
     assert "Slurm version skew" in result.stderr
     assert "new13 has slurmd 24.11" in result.stderr and "newer than slurmctld 22.05" in result.stderr
+    assert "set slurm_build_packages: true" in result.stderr  # the fix: the mesh's 22.05 built for it
     probe = subprocess.run(["docker", "exec", SKEW.name, "dpkg", "-s", "munge"], capture_output=True, text=True)
     assert "is not installed" in probe.stderr  # refused before any role ran
     states = {n.name: n.state for n in Mesh(bed.mesh).load()[0]}
@@ -364,6 +438,88 @@ def test_a_stopped_node_comes_back_idle_by_itself(bed):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
 
 
+def playbooks_of(bed) -> list[int]:
+    """PIDs of ansible-playbook processes running for this bed's mesh (their private folders lie in its TMPDIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            line = (entry / "cmdline").read_bytes()
+            if entry.name.isdigit() and b"ansible-playbook" in line and str(bed.tmp).encode() in line:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
+    first = bed.spawn("apply")
+    holder = bed.wait_for_lock_holder()
+    assert f"pid {first.pid} " in holder and "running `apply`" in holder
+    before = bed.digest()
+    second = bed.meshctl("apply")
+    assert second.returncode == 3 and f"the mesh is busy: pid {first.pid} " in second.stderr
+    assert "--wait SECONDS" in second.stderr and "Traceback" not in second.stderr
+    assert bed.digest() == before
+    third = bed.meshctl("apply", "--wait", "600")  # starts when the first one ends
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, out[-2000:] + err
+    assert third.returncode == 0, third.stdout[-2000:] + third.stderr
+
+
+def test_meshctl_killed_mid_run_leaves_no_stale_lock_and_no_orphan_run(bed):
+    run = bed.spawn("apply")
+    bed.wait_for_lock_holder()
+    deadline = time.monotonic() + 120
+    while not playbooks_of(bed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert playbooks_of(bed), "apply never started ansible-playbook"
+    time.sleep(3)  # in the middle of the run
+    run.kill()  # SIGKILL: no cleanup of its own
+    run.communicate(timeout=30)
+    deadline = time.monotonic() + 60  # the playbook loses its terminal (pty) and stops with it
+    while playbooks_of(bed) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert playbooks_of(bed) == [], "an ansible-playbook of the killed meshctl is still running"
+    # The kernel released the lock with the process: the next command proceeds at once.
+    nodes_before, _ = Mesh(bed.mesh).load()
+    result = bed.meshctl("apply")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert [n.name for n in Mesh(bed.mesh).load()[0]] == [n.name for n in nodes_before]
+    for name in ("n1", "n2"):
+        assert wait_state(bed, name, "idle") == "idle"
+
+
+def host_key_fingerprint(container: str) -> str:
+    public = subprocess.run(["docker", "exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    listed = subprocess.run(["ssh-keygen", "-l", "-f", "-"], input=public, capture_output=True, text=True, check=True)
+    return listed.stdout.split()[1]
+
+
+def test_a_re_rented_machine_with_a_new_host_key_is_refused_until_accepted(bed):
+    before = host_key_fingerprint("e2e-n2")
+    # The same address, another machine: new host keys (made at boot by the image's ssh unit).
+    subprocess.run(["docker", "exec", "e2e-n2", "sh", "-c", "rm -f /etc/ssh/ssh_host_*"], check=True)
+    subprocess.run(["docker", "restart", "e2e-n2"], capture_output=True, check=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if subprocess.run(["ssh-keyscan", "-T", "2", N2], capture_output=True, text=True).stdout.strip():
+            break
+        time.sleep(1)
+    after = host_key_fingerprint("e2e-n2")
+    assert after != before
+    digest, known = bed.digest(), (bed.mesh / "known_hosts").read_bytes()
+    refused = bed.meshctl("apply", "--limit", "n2", columns=400)
+    assert refused.returncode == 7, refused.stdout[-3000:] + refused.stderr
+    row = next(line for line in refused.stdout.splitlines() if "offers another SSH host key" in line)
+    assert "n2" in row and f"recorded ED25519 {before}" in row and f"offered now ED25519 {after}" in row
+    assert "meshctl forget-host-key n2" in row
+    assert bed.digest() == digest and (bed.mesh / "known_hosts").read_bytes() == known  # nothing trusted
+    forgot = bed.meshctl("forget-host-key", "n2")
+    assert forgot.returncode == 0 and f"forgot n2's host key (ED25519 {before})" in forgot.stdout
+    accepted = bed.meshctl("apply", "--limit", "n2")
+    assert accepted.returncode == 0, accepted.stdout[-3000:] + accepted.stderr
+    assert wait_state(bed, "n2", "idle") == "idle"
+
+
 def test_remove_node_waits_for_jobs_and_removes(bed):
     other = bed.on_head("sbatch --parsable -w n2 --wrap 'sleep 600'").strip()
     assert wait_job(bed, other) == "RUNNING"
@@ -386,6 +542,57 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
     assert tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin"
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
     bed.on_head(f"scancel {other}")
+
+
+def wait_for_ssh(address: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if subprocess.run(["ssh-keyscan", "-T", "2", address], capture_output=True, text=True).stdout.strip():
+            return
+        time.sleep(1)
+    raise AssertionError(f"no sshd at {address} after {seconds}s")
+
+
+def test_a_machine_killed_during_add_node_is_reported_and_the_same_command_resumes(bed):
+    """e2e-n1 (removed above) is added again as n3 and `docker kill`ed while Ansible works on it."""
+    add = ("add-node", f"root@{N1}", "--name", "n3", "--ssh-key", str(bed.key), "--provider", "local")
+    run = bed.spawn(*add)
+    deadline = time.monotonic() + 120
+    while not playbooks_of(bed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert playbooks_of(bed), "add-node never started ansible-playbook"
+    time.sleep(8)  # past the facts, in the middle of the roles
+    subprocess.run(["docker", "kill", "e2e-n1"], capture_output=True, check=True)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode in (5, 7), out[-3000:] + err
+    assert "Traceback" not in err and "n3" in out + err
+    assert "the same command" in err or "add-node" in err  # it says how to go on
+    nodes_now, _ = Mesh(bed.mesh).load()  # mesh.yml is whole and says where n3 stands
+    assert {n.name: n.state for n in nodes_now}["n3"] == "pending"
+    subprocess.run(["docker", "start", "e2e-n1"], capture_output=True, check=True)
+    wait_for_ssh(N1)
+    again = bed.meshctl(*add)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    assert {n.name: n.state for n in Mesh(bed.mesh).load()[0]}["n3"] == "active"
+    assert wait_state(bed, "n3", "idle") == "idle"
+
+
+def test_the_head_restarted_brings_everything_back_by_itself(bed):
+    """A reboot of the head: slurmctld, the queued job, MLflow and the NFS export come back, no meshctl."""
+    queued = bed.on_head("sbatch --parsable --begin=now+3600 --wrap 'true'").strip()
+    before = pid("e2e-head", "slurmctld")
+    subprocess.run(["docker", "restart", "e2e-head"], capture_output=True, check=True)
+    wait_for_ssh(HEAD)
+    assert wait_on_head(bed, "systemctl is-active slurmctld", "active", 120) == "active"
+    assert pid("e2e-head", "slurmctld") != before  # a new process: it was really restarted
+    assert wait_on_head(bed, f"squeue --noheader --jobs={queued} --format=%T", "PENDING", 60) == "PENDING"
+    assert wait_on_head(bed, "systemctl is-active nfs-ganesha", "active", 120) == "active"
+    assert ":2049" in bed.on_head("ss -ltnH")
+    health = f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{HEAD}:5000/health').read().decode())\""
+    assert wait_on_head(bed, health + " 2>/dev/null || echo down", "OK", 240) == "OK"
+    for name in ("ctl", "n2", "n3"):
+        assert wait_state(bed, name, "idle") == "idle"
+    bed.on_head(f"scancel {queued}")
 
 
 def test_init_from_an_ansible_inventory_preflights_every_host_over_ssh(bed, tmp_path):

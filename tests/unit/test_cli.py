@@ -24,7 +24,7 @@ def mesh(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_preflight(monkeypatch):
-    def run(_argv, user, host, port):
+    def run(_argv, user, host, port, _known_hosts=None):
         return preflight.Preflight(True, preflight.evaluate(PROBE, user), dict(PROBE))
 
     monkeypatch.setattr(preflight, "run", run)
@@ -133,7 +133,7 @@ def test_bad_arguments_change_nothing(mesh, fake_preflight, fake_runner, args, m
 
 
 def test_preflight_failure_exits_4(mesh, monkeypatch, fake_runner):
-    def run(_argv, user, host, port):
+    def run(_argv, user, host, port, _known_hosts=None):
         return preflight.Preflight(True, preflight.evaluate(dict(PROBE, pid1="dumb-init"), user), dict(PROBE))
 
     monkeypatch.setattr(preflight, "run", run)
@@ -292,6 +292,8 @@ def test_init_makes_a_mesh_directory_for_git(tmp_path, monkeypatch):
     m = Mesh(tmp_path / "m")
     (m.secrets / "munge.key").write_bytes(b"\x00key")
     (m.path / "mesh.lock").write_text("123 apply\n")
+    (m.path / "packages" / "slurm" / "22.05-bookworm" / "trixie-x86_64").mkdir(parents=True)
+    (m.path / "packages" / "slurm" / "22.05-bookworm" / "trixie-x86_64" / "slurmd_22.05.8_amd64.deb").write_bytes(b"!")
     nodes, mesh_vars = m.load()
     m.save(nodes, mesh_vars)  # leaves mesh.yml.bak
     assert (m.path / "mesh.yml.bak").exists()
@@ -310,3 +312,17 @@ def test_init_keeps_a_gitignore_the_user_already_has(tmp_path, monkeypatch):
                                       "--name", "desk"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (tmp_path / "m" / ".gitignore").read_text() == "mine\n"
+
+
+def test_init_records_the_heads_slurm_major_for_a_mixed_mesh(tmp_path, monkeypatch):
+    """The head's distribution ships 22.05: group_vars/all.yml says so (slurm_mesh_major)."""
+    import yaml
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    probe = dict(PROBE, slurm_policy=" Installed: (none) Candidate: 22.05.8-4+deb12u3 ")
+    monkeypatch.setattr(preflight, "run", lambda *_a, **_k: preflight.Preflight(True, preflight.evaluate(probe, "root"),
+                                                                                probe))  # fmt: skip
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "root@100.64.0.1"])
+    assert result.exit_code == 0, result.output
+    settings = yaml.safe_load((tmp_path / "m" / "group_vars" / "all.yml").read_text())
+    assert settings["slurm_mesh_major"] == "22.05"

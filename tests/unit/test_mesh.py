@@ -109,7 +109,7 @@ def test_atomic_write_leaves_the_old_file_on_failure(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InventoryError, match=r"cannot write .*mesh\.yml: disk full"):
         atomic_write(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["mesh.yml"]  # no temp file left

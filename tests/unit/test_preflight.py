@@ -61,3 +61,13 @@ def test_ssh_failures_are_explained():
     assert "did not accept the SSH key" in what and "--ssh-key" in fix
     assert "did not answer" in ssh.explain_failure("connect to host h port 22: Connection timed out", "r", "h", 22)[0]
     assert "resolve" in ssh.explain_failure("Could not resolve hostname h", "r", "h", 22)[0]
+
+
+def test_the_packaged_slurm_major_comes_from_apt_cache_policy():
+    # The probe's line, as `apt-cache policy slurmctld | grep -E ... | tr -s ' \n' ' '` prints it.
+    fresh = {"slurm_policy": " Installed: (none) Candidate: 22.05.8-4+deb12u3 "}
+    installed = {"slurm_policy": " Installed: 24.11.5-4+deb13u1 Candidate: 24.11.5-4+deb13u1 "}
+    assert preflight.packaged_slurm_major(fresh) == "22.05"
+    assert preflight.packaged_slurm_major(installed) == "24.11"
+    assert preflight.packaged_slurm_major({"slurm_policy": " Installed: (none) Candidate: (none) "}) is None
+    assert preflight.packaged_slurm_major({}) is None

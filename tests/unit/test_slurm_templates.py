@@ -207,6 +207,7 @@ def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_
         ansible_managed="Ansible managed",
         mesh_address="100.101.1.11",
         slurm_task_environment={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_FAMILY": "AF_INET"},
+        slurm_task_environment_dir=str(tmp_path / "no-such-folder"),
     )
     (tmp_path / "prolog").write_text(script)
     fake_ip = tmp_path / "bin" / "ip"  # test double: what `ip -o -4 addr show` prints on a GPU VM
@@ -297,3 +298,27 @@ def test_mariadb_settings_meet_what_slurmdbd_asks(render):
         "mariadb-slurmdbd.cnf.j2", slurm_accounting_mariadb_settings=DEFAULTS["slurm_accounting_mariadb_settings"]
     )
     assert lines == ["[mysqld]", "innodb_buffer_pool_size = 512M", "innodb_lock_wait_timeout = 900"]
+
+
+def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_path):
+    """The mlflow role's account file reaches every task; a line that is not NAME=plain-value
+    (a command substitution, spaces, a comment) is never printed as an export."""
+    import subprocess
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True)
+    env.filters["comment"] = comment
+    folder = tmp_path / "task-env.d"
+    folder.mkdir()
+    (folder / "mlflow.env").write_text(
+        "MLFLOW_TRACKING_USERNAME=mesh\nMLFLOW_TRACKING_PASSWORD=0123abcd\n"
+        "EVIL=$(touch /tmp/owned)\nSPACED=a b\n# a comment\n"
+    )
+    (folder / "notes.txt").write_text("IGNORED=1\n")
+    script = env.get_template("task_prolog.sh.j2").render(
+        ansible_managed="Ansible managed", mesh_address="100.101.1.11", slurm_task_environment={},
+        slurm_task_environment_dir=str(folder),
+    )  # fmt: skip
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    exports = [line for line in run.stdout.splitlines() if "MESH_ADDRESS" not in line and "IFNAME" not in line]
+    exports = [line for line in exports if "btl_tcp" not in line]
+    assert exports == ["export MLFLOW_TRACKING_USERNAME=mesh", "export MLFLOW_TRACKING_PASSWORD=0123abcd"]

@@ -156,3 +156,27 @@ def test_old_slurm_uses_cgroup_only_when_every_node_is_known_to_be_v1(sv):
 def test_plugins_need_a_version(sv):
     with pytest.raises(ValueError, match="cannot tell"):
         sv.slurm_plugins(None, [2], False)
+
+
+# Mixed distributions (issue 13): a Debian 13 node in a Debian 12 mesh gets 22.05 built.
+MIXED = {"head": "22.05.8-4+deb12u3", "cpu12": "22.05.8-4+deb12u3", "cpu13": "24.11.5-4+deb13u1"}
+
+
+def test_nodes_of_another_major_are_built_for(sv):
+    assert sv.slurm_builds(MIXED, "22.05") == ["cpu13"]
+    assert sv.slurm_builds(MIXED, "24.11") == ["cpu12", "head"]  # a mesh that chose 24.11
+    assert sv.slurm_builds({"new": None, **MIXED}, "22.05") == ["cpu13"]  # no package: the version check says so
+
+
+def test_a_built_node_counts_with_the_version_it_will_run(sv):
+    assert sv.slurm_version_problems(MIXED, "head")  # refused as it is today
+    effective = sv.slurm_effective_versions(MIXED, "22.05")
+    assert effective["cpu13"] == "22.05" and effective["head"] == MIXED["head"]
+    assert sv.slurm_version_problems(effective, "head") == []
+    # With building off, nothing changes and the mesh is refused.
+    assert sv.slurm_effective_versions(MIXED, "22.05", False) == MIXED
+
+
+def test_a_mesh_major_that_is_no_version_is_an_error(sv):
+    with pytest.raises(ValueError, match="mesh's Slurm version"):
+        sv.slurm_builds(MIXED, "")

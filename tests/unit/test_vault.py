@@ -1,6 +1,7 @@
 """Secrets kept with Ansible Vault: init, rotate-authkey and the runs meshctl starts."""
 
 import os
+import re
 import stat
 
 import pytest
@@ -42,12 +43,13 @@ def test_init_with_a_vault_encrypts_both_keys_at_rest(tmp_path, password, monkey
     assert result.exit_code == 0, result.output
     m = Mesh(tmp_path / "m")
     vault = Vault(f"meshctl@{password}")
-    for name in ("tailscale.key", "munge.key"):
+    for name in ("tailscale.key", "munge.key", "mlflow_password"):
         data = (m.secrets / name).read_bytes()
         assert data.startswith(b"$ANSIBLE_VAULT;1.2;AES256;meshctl")
         assert stat.S_IMODE(os.stat(m.secrets / name).st_mode) == 0o600
     assert vault.decrypt((m.secrets / "tailscale.key").read_bytes()).decode().strip() == KEY
     assert len(vault.decrypt((m.secrets / "munge.key").read_bytes())) == 1024
+    assert re.fullmatch(rb"[0-9a-f]{48}", vault.decrypt((m.secrets / "mlflow_password").read_bytes()))
     assert KEY.encode() not in all_bytes(m.path) and KEY not in result.output
     assert "correct horse" not in (m.inventory.read_text() + result.output)
     assert yaml.safe_load(m.inventory.read_text())["all"]["vars"]["meshctl_vault_id"] == f"meshctl@{password}"
@@ -132,12 +134,22 @@ def test_runs_pass_the_vault_id_and_keep_decrypted_files_in_the_private_folder(t
     assert seen["envvars"]["ANSIBLE_LOCAL_TEMP"].startswith(seen["private_data_dir"])
 
 
-def test_a_run_makes_the_munge_key_encrypted_when_it_is_missing(tmp_path, password, monkeypatch):
+def test_a_run_makes_the_generated_secrets_encrypted_when_they_are_missing(tmp_path, password, monkeypatch):
     monkeypatch.delenv("MESHCTL_MESH", raising=False)
     assert init(tmp_path, "--vault-password-file", str(password)).exit_code == 0
     m = Mesh(tmp_path / "m")
     (m.secrets / "munge.key").unlink()
+    (m.secrets / "mlflow_password").unlink()
     monkeypatch.setattr(runner, "run_playbook", lambda *a, **kw: runner.RunResult("successful", 0, [], {}, {}, {}))
     nodes, mesh_vars = m.load()
     membership.run(m, nodes, mesh_vars, "site.yml", runner.Progress())
     assert (m.secrets / "munge.key").read_bytes().startswith(b"$ANSIBLE_VAULT;")
+    assert (m.secrets / "mlflow_password").read_bytes().startswith(b"$ANSIBLE_VAULT;")
+
+
+def test_generated_secret_names_come_from_the_role_defaults():
+    # One place knows each file name: the roles' defaults, which meshctl reads.
+    from meshctl import resources
+
+    assert resources.secret_file_name("munge", "munge_key_file") == "munge.key"
+    assert resources.secret_file_name("mlflow", "mlflow_auth_password_file") == "mlflow_password"

@@ -1,0 +1,34 @@
+"""meshctl forget-host-key: accept that a node's machine changed (re-rented, rebuilt)."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import completion, hostkeys
+from meshctl.errors import UsageError
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, wait_option
+
+
+@click.command("forget-host-key")
+@click.argument("name", shell_complete=completion.node_names)
+@mesh_option
+@wait_option
+def command(name, mesh_dir, wait) -> None:
+    """Forget the SSH host key recorded for node NAME, so the next run records the key it offers now.
+
+    For a machine that was re-rented or rebuilt at the same address: meshctl refuses a changed key
+    until this is run. Only the mesh's own known_hosts changes.
+    """
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock(f"forget-host-key {name}", wait=wait):
+        nodes, _ = mesh.load()
+        node = next((n for n in nodes if n.name == name), None)
+        if node is None:
+            raise UsageError(f"no node {name} in the mesh", hint="`meshctl status` lists the nodes")
+        gone = hostkeys.forget(mesh.known_hosts, node.host, node.port)
+    if not gone:
+        click.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
+        return
+    click.echo(f"forgot {name}'s host key ({', '.join(map(str, gone))})")
+    click.echo(f"next: `meshctl apply --limit {name}` records the key {name} offers now")

@@ -1,0 +1,98 @@
+"""SSH host keys of the mesh's nodes, kept in the mesh's own ``known_hosts``.
+
+meshctl records a node's host key the first time it connects (``StrictHostKeyChecking=accept-new``)
+and refuses a different one afterwards: a re-rented machine at the same address, or someone in
+between. It never trusts a new key by itself; it names the node, the recorded and the offered
+fingerprints, and the command that accepts the new key (``meshctl forget-host-key NODE``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# What OpenSSH says when the key differs from the recorded one.
+CHANGED_MARKERS = ("remote host identification has changed", "host key verification failed")
+# `ssh-keygen -l -f FILE` lines: "256 SHA256:abc... comment (ED25519)"; `ssh-keygen -l -F HOST`
+# lines: "HOST ED25519 SHA256:abc...".
+_FINGERPRINT = re.compile(r"^\d+\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)\s+.*\((?P<kind>[A-Za-z0-9-]+)\)$")
+_RECORDED = re.compile(r"^\S+\s+(?P<kind>[A-Za-z0-9-]+)\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)$")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    kind: str  # ED25519, ECDSA, RSA
+    sha256: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.sha256}"
+
+
+def is_changed_key(ssh_said: str) -> bool:
+    """True when OpenSSH refused a host key that differs from the recorded one."""
+    low = ssh_said.lower()
+    return any(marker in low for marker in CHANGED_MARKERS)
+
+
+def parse_fingerprints(text: str) -> list[Fingerprint]:
+    """Fingerprints from ``ssh-keygen -l`` output (other lines, such as ``# Host ... found``, are skipped)."""
+    found = []
+    for line in text.splitlines():
+        match = _FINGERPRINT.match(line.strip()) or _RECORDED.match(line.strip())
+        if match and not line.startswith("#"):
+            found.append(Fingerprint(match.group("kind").upper(), match.group("sha")))
+    return found
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    """How known_hosts names a host: ``host``, or ``[host]:port`` off port 22."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _run(argv: list[str], stdin: str | None = None, timeout: float = 15) -> str:
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout
+
+
+def recorded(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
+    """The fingerprints known_hosts holds for HOST:PORT."""
+    if not Path(known_hosts).is_file():
+        return []
+    return parse_fingerprints(_run(["ssh-keygen", "-l", "-F", known_hosts_name(host, port), "-f", str(known_hosts)]))
+
+
+def offered(host: str, port: int) -> list[Fingerprint]:
+    """The fingerprints the machine at HOST:PORT offers now (ssh-keyscan; nothing is recorded)."""
+    keys = _run(["ssh-keyscan", "-T", "5", "-p", str(port), "--", host])
+    return parse_fingerprints(_run(["ssh-keygen", "-l", "-f", "-"], stdin=keys)) if keys else []
+
+
+def describe_change(name: str, host: str, port: int, known_hosts: Path) -> tuple[str, str]:
+    """(what happened, what to do) for a node whose host key changed, with both fingerprints."""
+    before = recorded(known_hosts, host, port)
+    now = offered(host, port)
+    kinds = {f.kind for f in before}
+    now_same_kind = [f for f in now if f.kind in kinds] or now
+    was = ", ".join(map(str, before)) or "unknown"
+    offers = ", ".join(map(str, now_same_kind)) or "nothing (no answer to ssh-keyscan)"
+    return (
+        f"{name} ({host}:{port}) offers another SSH host key: recorded {was}, offered now {offers}",
+        f"if {name} was re-rented or rebuilt, accept the new key with `meshctl forget-host-key {name}` and run "
+        "the command again; if not, someone may be between you and it: do not go on",
+    )
+
+
+def forget(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
+    """Remove HOST:PORT's keys from known_hosts; return the fingerprints removed."""
+    gone = recorded(known_hosts, host, port)
+    if gone:
+        subprocess.run(["ssh-keygen", "-R", known_hosts_name(host, port), "-f", str(known_hosts)],
+                       capture_output=True, check=False)  # fmt: skip
+        old = Path(f"{known_hosts}.old")  # ssh-keygen's backup: the key is forgotten, not kept aside
+        old.unlink(missing_ok=True)
+    return gone
