@@ -10,6 +10,7 @@ from tests.conftest import fixture_text
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
 DEFAULTS = yaml.safe_load((TEMPLATES.parent / "defaults" / "main.yml").read_text())
+ROLE_VARS = yaml.safe_load((TEMPLATES.parent / "vars" / "main.yml").read_text())
 
 
 def comment(text):  # the part of Ansible's `comment` filter these templates use
@@ -285,8 +286,10 @@ def test_slurmdbd_conf_uses_the_socket_and_no_password(render):
         slurm_user="slurm",
         slurm_log_dir="/var/log/slurm",
         slurm_accounting_db_name=DEFAULTS["slurm_accounting_db_name"],
+        slurm_dbd_pid_file=ROLE_VARS["slurm_dbd_pid_file"],
     )
     settings = dict(line.split("=", 1) for line in lines)
+    assert settings["PidFile"] == "/run/slurmdbd/slurmdbd.pid"  # the runtime folder its unit drop-in makes
     assert settings["StorageType"] == "accounting_storage/mysql"
     assert settings["StorageHost"] == "localhost" and settings["StorageUser"] == "slurm"
     assert settings["StorageLoc"] == "slurm_acct_db" and settings["DbdPort"] == "6819"
