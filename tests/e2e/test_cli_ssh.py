@@ -449,6 +449,13 @@ def playbooks_of(bed) -> list[int]:
     return found
 
 
+def wait_for_playbook(bed, command: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not playbooks_of(bed) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert playbooks_of(bed), f"{command} never started ansible-playbook"
+
+
 def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     first = bed.spawn("apply")
     holder = bed.wait_for_lock_holder()
@@ -467,10 +474,7 @@ def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
 def test_meshctl_killed_mid_run_leaves_no_stale_lock_and_no_orphan_run(bed):
     run = bed.spawn("apply")
     bed.wait_for_lock_holder()
-    deadline = time.monotonic() + 120
-    while not playbooks_of(bed) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert playbooks_of(bed), "apply never started ansible-playbook"
+    wait_for_playbook(bed, "apply")
     time.sleep(3)  # in the middle of the run
     run.kill()  # SIGKILL: no cleanup of its own
     run.communicate(timeout=30)
@@ -499,11 +503,7 @@ def test_a_re_rented_machine_with_a_new_host_key_is_refused_until_accepted(bed):
     # The same address, another machine: new host keys (made at boot by the image's ssh unit).
     subprocess.run(["docker", "exec", "e2e-n2", "sh", "-c", "rm -f /etc/ssh/ssh_host_*"], check=True)
     subprocess.run(["docker", "restart", "e2e-n2"], capture_output=True, check=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if subprocess.run(["ssh-keyscan", "-T", "2", N2], capture_output=True, text=True).stdout.strip():
-            break
-        time.sleep(1)
+    wait_for_ssh(N2)
     after = host_key_fingerprint("e2e-n2")
     assert after != before
     digest, known = bed.digest(), (bed.mesh / "known_hosts").read_bytes()
@@ -557,10 +557,7 @@ def test_a_machine_killed_during_add_node_is_reported_and_the_same_command_resum
     """e2e-n1 (removed above) is added again as n3 and `docker kill`ed while Ansible works on it."""
     add = ("add-node", f"root@{N1}", "--name", "n3", "--ssh-key", str(bed.key), "--provider", "local")
     run = bed.spawn(*add)
-    deadline = time.monotonic() + 120
-    while not playbooks_of(bed) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert playbooks_of(bed), "add-node never started ansible-playbook"
+    wait_for_playbook(bed, "add-node")
     time.sleep(8)  # past the facts, in the middle of the roles
     subprocess.run(["docker", "kill", "e2e-n1"], capture_output=True, check=True)
     out, err = run.communicate(timeout=600)
