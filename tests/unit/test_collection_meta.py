@@ -46,7 +46,7 @@ def test_roles_playbooks_and_scenarios_name_the_collections_content_by_fqcn():
     assert {"apt_policy_version", "tailscale_join_action", "tailscale_ip4"} <= filters
     bare_filter = re.compile(r"(?:\|\s*|map\(')(" + "|".join(sorted(filters)) + r")\b")
     roles = "|".join(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
-    bare_role = re.compile(rf"^\s*(?:- role|name): ({roles})\s*(?:#.*)?$", re.M)
+    bare_role = re.compile(rf"(?:^\s*- role|_role:\n\s*name): ({roles})\s*(?:#.*)?$", re.M)
     short = []
     for folder in ("roles", "playbooks", "molecule"):
         for path in (REPO / folder).rglob("*"):
@@ -54,8 +54,7 @@ def test_roles_playbooks_and_scenarios_name_the_collections_content_by_fqcn():
                 continue
             text = path.read_text()
             short += [f"{path.relative_to(REPO)}: filter {m}" for m in bare_filter.findall(text)]
-            short += [f"{path.relative_to(REPO)}: role {m}" for m in bare_role.findall(text) if "include_role" in text
-                      or "- role" in text]  # fmt: skip
+            short += [f"{path.relative_to(REPO)}: role {m}" for m in bare_role.findall(text)]
             if re.search(r"^\s*mesh_hw_facts:", text, re.M):
                 short.append(f"{path.relative_to(REPO)}: module mesh_hw_facts")
     assert short == []
