@@ -40,6 +40,6 @@ def preflight_table(report) -> None:
     rows = [["ssh", f"{report.target.user}@{report.target.host}:{report.target.port}", "ok", ""]]
     for check in report.result.checks:
         mark = "ok" if check.ok else ("FAIL" if check.blocking else "warn")
-        rows.append([check.name, check.value, mark, "" if check.ok else check.hint])
+        rows.append([check.name, check.value, mark, check.note if check.ok else check.hint])
     rows.append(["provider", report.provider, "ok", ""])
     table("Preflight", ["check", "value", "result", "what to do"], rows)

@@ -85,7 +85,7 @@ class PreflightReport:
 
 def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str | None) -> PreflightReport:
     argv = ssh.ssh_argv(target.host, target.user, target.port, ssh_key, mesh.known_hosts)
-    result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts)
+    result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts, provider=provider)
     if not result.reachable:
         what, fix = result.error
         raise PreflightError(what, hint=fix)
@@ -147,6 +147,11 @@ def init_mesh(
         if check:
             report = run_preflight(mesh, target, ssh_key, provider)
             require_passed(report)
+            if report.result.pod:
+                raise PreflightError(
+                    f"{target.user}@{target.host} is a pod (no systemd): it can be a compute node, not the head",
+                    hint="make a machine with systemd the head (a VM or your desktop), then add the pod with add-node",
+                )
         hostname = report.result.facts.get("hostname", "") if report else ""
         node = Node(
             name=check_name(name or sanitize_name(hostname) or "head"),
@@ -338,6 +343,7 @@ def plan_add(
         roles=["compute"],
         state="pending",
         mesh_address=mesh_address_for(target.host, address),
+        pod=report.result.pod,
     )
     node.validate()
     return AddPlan(node, report, resumed)
@@ -436,11 +442,12 @@ def tailnet_text(health: dict | None) -> str:
 
 
 def tailnet_ok(node: Node, tailnet: str | None) -> bool:
-    """Running, on the address the mesh uses for it, with a TUN device (None: the mesh has no tailnet)."""
+    """Running, on the address the mesh uses for it, with a TUN device unless it is a pod (None:
+    the mesh has no tailnet)."""
     if tailnet is None:
         return True
     parts = tailnet.split()
-    return parts[:2] == ["Running", node.mesh_address] and "userspace" not in parts
+    return parts[:2] == ["Running", node.mesh_address] and (node.pod or "userspace" not in parts)
 
 
 def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tailnet: bool) -> NodeStatus:
@@ -462,13 +469,15 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
         node.state == "active"
         and services
         and ready
-        and row.nfs in NFS_OK
+        and (row.nfs in NFS_OK or node.pod)  # a pod cannot mount NFS: said below, not a fault
         and tailnet_ok(node, row.tailnet if on_tailnet else None)
     )
     if node.state != "active":
         row.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
-    elif "userspace" in row.tailnet.split():
-        row.error = "no TUN device: reachable, but its Slurm replies, NFS and NCCL cannot reach the tailnet"
+    elif node.pod and row.healthy:
+        row.error = "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (README: pods)"
+    elif "userspace" in row.tailnet.split() and not node.pod:
+        row.error = "no TUN device: Slurm goes through Tailscale's proxy, but NFS and NCCL cannot reach the tailnet"
     elif not tailnet_ok(node, row.tailnet if on_tailnet else None):
         row.error = f"tailnet is not Running on {node.mesh_address}: `meshctl rotate-authkey --stored` logs it in"
     elif row.nfs == "fstab-only":

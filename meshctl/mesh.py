@@ -107,6 +107,7 @@ class Node:
     state: str = "pending"
     mesh_address: str | None = None
     connection: str = "ssh"  # "local" for a head that is the machine meshctl runs on
+    pod: bool = False  # no systemd: its daemons run under supervisor (group "pod"; roles/pod)
 
     def validate(self) -> None:
         check_name(self.name)
@@ -143,6 +144,8 @@ class Node:
             hv["ansible_become"] = True
         if self.connection == "local":
             hv["ansible_connection"] = "local"
+        if self.pod:
+            hv["mesh_pod"] = True
         return hv
 
     @classmethod
@@ -167,6 +170,9 @@ class Node:
         roles = hv.get("meshctl_roles", ["compute"])
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise InventoryError(f"node {name}: meshctl_roles is {_show(roles)}", hint="use a list: [compute]")
+        pod = hv.get("mesh_pod", False)
+        if not isinstance(pod, bool):
+            raise InventoryError(f"node {name}: mesh_pod is {_show(pod)}", hint="use true or false")
         user = text("ansible_user", "root")
         if not USER_RE.fullmatch(user):
             raise InventoryError(f"node {name}: ansible_user {user!r} is not a user name",
@@ -182,6 +188,7 @@ class Node:
             state=text("meshctl_state", "pending"),
             mesh_address=text("mesh_address"),
             connection="local" if hv.get("ansible_connection") == "local" else "ssh",
+            pod=pod,
         )
 
 
@@ -226,6 +233,8 @@ def to_inventory(
         if n.state != "active":
             add("pending", n.name)
         add(n.provider, n.name)
+        if n.pod:
+            add("pod", n.name)
         if mesh_vars.get("mesh_tailscale"):
             add("tailnet", n.name)
         if for_run and n.name in facts:
@@ -233,7 +242,7 @@ def to_inventory(
     for n in leaving:
         add("leaving", n.name)
         add(n.provider, n.name)
-    for group in (*ROLES, "pending", "tailnet", *(("leaving",) if for_run else ())):
+    for group in (*ROLES, "pending", "tailnet", "pod", *(("leaving",) if for_run else ())):
         children.setdefault(group, {"hosts": {}})
     all_vars = dict(mesh_vars)
     if secrets is not None:

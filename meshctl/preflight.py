@@ -49,6 +49,7 @@ class Check:
     ok: bool
     hint: str = ""
     blocking: bool = True
+    note: str = ""  # shown when the check passed (what pod mode gives and does not)
 
 
 def parse_probe(text: str) -> dict[str, str]:
@@ -72,7 +73,22 @@ def detect_provider(facts: dict[str, str]) -> str:
     return "generic"
 
 
-def evaluate(facts: dict[str, str], user: str) -> list[Check]:
+def is_pod(facts: dict[str, str], provider: str | None = None) -> bool:
+    """A container where the mesh's daemons cannot be systemd services (a Runpod pod): RUNPOD_*
+    in PID 1's environment, ``--provider runpod``, or neither systemd as PID 1 nor a TUN device."""
+    no_systemd = facts.get("pid1") != "systemd" and facts.get("tun") == "no"
+    return facts.get("runpod") == "yes" or provider == "runpod" or no_systemd
+
+
+# What pod mode gives and does not give, for the preflight table and the README.
+POD_LIMITS = (
+    "munged, slurmd and tailscaled run under supervisor (meshctl-pod-start restarts them after the "
+    "pod restarts); Tailscale in userspace mode, Slurm's connections out through its SOCKS5 proxy; "
+    "no kernel NFS mount (use MLflow's artifact store, or copy data to local disk)"
+)
+
+
+def evaluate(facts: dict[str, str], user: str, pod: bool = False) -> list[Check]:
     checks = []
     sudo = facts.get("sudo", "no")
     checks.append(
@@ -98,20 +114,25 @@ def evaluate(facts: dict[str, str], user: str) -> list[Check]:
     disk_ok = disk.isdigit() and int(disk) >= MIN_DISK_MB
     checks.append(Check("free disk on /", f"{disk or '?'} MB", disk_ok, f"free at least {MIN_DISK_MB} MB on /"))
     pid1 = facts.get("pid1", "?")
-    checks.append(
-        Check(
-            "systemd as PID 1",
-            pid1,
-            pid1 == "systemd",
-            "munged, slurmd and tailscaled run as systemd services; this machine (a container?) cannot host them",
+    if pod:
+        checks.append(Check("pod mode", f"yes (PID 1 is {pid1})", True, blocking=False, note=POD_LIMITS))
+    else:
+        checks.append(
+            Check(
+                "systemd as PID 1",
+                pid1,
+                pid1 == "systemd",
+                "munged, slurmd and tailscaled run as systemd services here; a container without systemd "
+                "joins in pod mode (pass --provider runpod): its daemons run under supervisor",
+            )
         )
-    )
     checks.append(
         Check(
             "/dev/net/tun",
             facts.get("tun", "?"),
             facts.get("tun") == "yes",
-            "without TUN Tailscale runs in userspace mode: reachable, but Slurm, NFS and NCCL cannot reach out",
+            "without TUN Tailscale runs in userspace mode: reachable, and Slurm reaches out through its "
+            "SOCKS5 proxy; no kernel NFS, and NCCL between such nodes is slow",
             blocking=False,
         )
     )
@@ -127,15 +148,19 @@ class Preflight:
     checks: list[Check]
     facts: dict[str, str]
     error: tuple[str, str] | None = None
+    pod: bool = False
 
     @property
     def passed(self) -> bool:
         return self.reachable and all(c.ok for c in self.checks if c.blocking)
 
 
-def run(argv: list[str], user: str, host: str, port: int, known_hosts: Path | None = None) -> Preflight:
+def run(
+    argv: list[str], user: str, host: str, port: int, known_hosts: Path | None = None, provider: str | None = None
+) -> Preflight:
     result = ssh.run(argv, "/bin/sh -s", stdin=PROBE, timeout=ssh.CONNECT_TIMEOUT + 30)
     if result.rc == 255:
         return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port, known_hosts))
     facts = parse_probe(result.stdout)
-    return Preflight(True, evaluate(facts, user), facts)
+    pod = is_pod(facts, provider)
+    return Preflight(True, evaluate(facts, user, pod), facts, pod=pod)

@@ -24,7 +24,7 @@ def mesh(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_preflight(monkeypatch):
-    def run(_argv, user, host, port, _known_hosts=None):
+    def run(_argv, user, host, port, _known_hosts=None, **_kw):
         return preflight.Preflight(True, preflight.evaluate(PROBE, user), dict(PROBE))
 
     monkeypatch.setattr(preflight, "run", run)
@@ -133,7 +133,7 @@ def test_bad_arguments_change_nothing(mesh, fake_preflight, fake_runner, args, m
 
 
 def test_preflight_failure_exits_4(mesh, monkeypatch, fake_runner):
-    def run(_argv, user, host, port, _known_hosts=None):
+    def run(_argv, user, host, port, _known_hosts=None, **_kw):
         return preflight.Preflight(True, preflight.evaluate(dict(PROBE, pid1="dumb-init"), user), dict(PROBE))
 
     monkeypatch.setattr(preflight, "run", run)

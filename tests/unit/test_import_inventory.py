@@ -36,7 +36,7 @@ def probed(monkeypatch):
     failing: set[str] = set()
     seen: list[tuple[str, str, int]] = []
 
-    def run(_argv, user, host, port, _known_hosts=None):
+    def run(_argv, user, host, port, _known_hosts=None, **_kw):
         seen.append((user, host, port))
         if host in failing:
             return preflight.Preflight(False, [], {}, error=("refused the connection", "start sshd on it"))

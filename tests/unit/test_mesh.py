@@ -47,6 +47,21 @@ def test_inventory_groups_follow_state_and_roles():
     assert inv["all"]["hosts"]["gpu1"]["meshctl_state"] == "active"
 
 
+def test_a_pod_is_recorded_and_grouped(tmp_path):
+    mesh = Mesh(tmp_path)
+    head = Node("head", "10.0.0.1", roles=["head", "compute"], state="active", mesh_address="10.0.0.1")
+    pod = Node("pod1", "10.0.0.4", state="active", provider="runpod", mesh_address="10.0.0.4", pod=True)
+    mesh.save([head, pod], {})
+    nodes, _ = mesh.load()
+    assert [n.pod for n in nodes] == [False, True]
+    inv = to_inventory(nodes, {})
+    assert list(inv["all"]["children"]["pod"]["hosts"]) == ["pod1"]
+    assert inv["all"]["hosts"]["pod1"]["mesh_pod"] is True and "mesh_pod" not in inv["all"]["hosts"]["head"]
+    (tmp_path / "mesh.yml").write_text("all:\n  hosts:\n    a: {ansible_host: 10.0.0.1, mesh_pod: 'yes'}\n")
+    with pytest.raises(InventoryError, match="mesh_pod is 'yes'"):
+        mesh.load()
+
+
 def test_ansible_reads_the_inventory(tmp_path):
     mesh = Mesh(tmp_path)
     mesh.save([Node("head", "10.0.0.1", roles=["head", "compute"], state="active", mesh_address="10.0.0.1")], {})
@@ -155,6 +170,8 @@ def test_the_documented_example_inventory_loads(tmp_path):
         "desk": ("local", ["head", "compute"], "active"),
         "ps-a6000": ("paperspace", ["compute"], "active"),
         "lambda-cpu": ("lambda", ["compute"], "active"),
+        "rp-4090": ("runpod", ["compute"], "active"),
     }
+    assert [n.name for n in nodes if n.pod] == ["rp-4090"]
     # meshctl would write the same groups back
     assert yaml.safe_load(example.read_text())["all"]["children"] == to_inventory(nodes, mesh_vars)["all"]["children"]

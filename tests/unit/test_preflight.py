@@ -71,3 +71,25 @@ def test_the_packaged_slurm_major_comes_from_apt_cache_policy():
     assert preflight.packaged_slurm_major(installed) == "24.11"
     assert preflight.packaged_slurm_major({"slurm_policy": " Installed: (none) Candidate: (none) "}) is None
     assert preflight.packaged_slurm_major({}) is None
+
+
+POD = GOOD.replace("pid1=systemd", "pid1=bash").replace("tun=yes", "tun=no")
+
+
+def test_a_pod_joins_in_pod_mode_with_its_limits_shown():
+    for text, provider in ((POD, None), (GOOD.replace("pid1=systemd", "pid1=sleep") + "runpod=yes\n", None),
+                           (GOOD, "runpod")):  # fmt: skip
+        facts = preflight.parse_probe(text)
+        assert preflight.is_pod(facts, provider)
+        got = {c.name: c for c in preflight.evaluate(facts, "root", pod=True)}
+        assert "systemd as PID 1" not in got
+        assert got["pod mode"].ok and "supervisor" in got["pod mode"].note and "NFS" in got["pod mode"].note
+        assert preflight.Preflight(True, list(got.values()), facts, pod=True).passed
+
+
+def test_a_container_without_systemd_but_with_tun_is_refused_and_told_about_pod_mode():
+    facts = preflight.parse_probe(GOOD.replace("pid1=systemd", "pid1=tini"))
+    assert not preflight.is_pod(facts)
+    got = checks(GOOD.replace("pid1=systemd", "pid1=tini"))
+    assert not got["systemd as PID 1"].ok and "--provider runpod" in got["systemd as PID 1"].hint
+    assert not preflight.is_pod(preflight.parse_probe(GOOD))

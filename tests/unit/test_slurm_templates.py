@@ -163,9 +163,10 @@ def test_extra_settings_are_sorted_and_written(render, mesh):
     assert lines.index("KillWait=60") < lines.index("MaxJobCount=5000") < lines.index("Include /etc/slurm/nodes.conf")
 
 
-def slurmd_unit(render, mesh, name, membership):
+def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2", **extra):
     return render(
-        "slurmd.service.conf.j2",
+        template,
+        **extra,
         inventory_hostname=name,
         mesh_provider=mesh[name]["mesh_provider"],
         mesh_hw=mesh[name]["mesh_hw"],
@@ -195,6 +196,23 @@ def test_dynamic_slurmd_registers_itself_with_its_facts(render, mesh):
 def test_static_slurmd_only_fetches_its_config(render, mesh):
     start = [line for line in slurmd_unit(render, mesh, "desk", "static") if line.startswith("ExecStart=/")]
     assert start == ["ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
+
+
+def test_a_node_without_tun_starts_slurmd_through_tailscaleds_proxy(render, mesh):
+    wrapper = ["/usr/bin/proxychains4", "-q", "-f", "/etc/meshctl/tailnet-proxychains.conf"]
+    unit = slurmd_unit(render, mesh, "desk", "static", tailscale_outbound_wrapper=wrapper)
+    assert [line for line in unit if line.startswith("ExecStart=/")] == [
+        "ExecStart=/usr/bin/proxychains4 -q -f /etc/meshctl/tailnet-proxychains.conf "
+        "/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
+    ]
+    # the same command line for supervisor on a pod (one line, what the program file runs)
+    command = slurmd_unit(render, mesh, "ps-a6000", "dynamic", template="slurmd_command.j2",
+                          tailscale_outbound_wrapper=wrapper)  # fmt: skip
+    assert len(command) == 1 and command[0].startswith("/usr/bin/proxychains4 -q -f ")
+    assert command[0].endswith('Feature=meshctl,gpu,geforce_rtx_3090,paperspace"')
+    assert slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[]) == [
+        "/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
+    ]
 
 
 def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_path):

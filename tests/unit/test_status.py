@@ -153,6 +153,25 @@ def test_tailnet_column_and_health(tailnet_mesh, fake):
     assert healthy is False
 
 
+def test_a_pod_in_userspace_without_nfs_is_healthy_and_says_why(tailnet_mesh, fake):
+    nodes, mesh_vars = tailnet_mesh.load()
+    nodes[1].pod = True  # gpu1 is a pod: userspace Tailscale and no kernel NFS are its normal state
+    tailnet_mesh.save(nodes, mesh_vars)
+    fake.health = {
+        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
+        "gpu1": node_health(nfs="no-kernel-nfs", tailnet=ts("Running", "100.64.0.2", userspace=True)),
+        "cpu1": node_health(tailnet=ts("Running", "100.64.0.3", userspace=True)),  # not a pod
+    }
+    rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    by = {r.name: r for r in rows}
+    assert by["gpu1"].healthy and by["gpu1"].tailnet.endswith("userspace") and "pod" in by["gpu1"].error
+    assert not by["cpu1"].healthy and "NCCL" in by["cpu1"].error
+    assert healthy is False
+    fake.health["gpu1"] = node_health(slurmd="fatal", tailnet=ts("Running", "100.64.0.2", userspace=True))
+    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    assert not {r.name: r for r in rows}["gpu1"].healthy  # a pod's slurmd that supervisor gave up on
+
+
 def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, fake):
     fake.health = {
         "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),

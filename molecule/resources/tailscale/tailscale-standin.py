@@ -105,10 +105,88 @@ def tailscaled(args: list[str]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(RUN_DIR + "/mem-state.json")  # memory state does not survive a restart
     userspace = "--tun=userspace-networking" in args
-    write_json(DAEMON, {"pid": os.getpid(), "state": state, "userspace": userspace})
+    socks = next((a.split("=", 1)[1] for a in args if a.startswith("--socks5-server=")), "")
+    write_json(DAEMON, {"pid": os.getpid(), "state": state, "userspace": userspace, "socks5": socks})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if userspace and socks:
+        socks5_server(socks)  # runs until stopped
     while True:
         time.sleep(3600)
+
+
+# Userspace networking: the node's own processes reach the tailnet only through this SOCKS5
+# proxy (CONNECT, no authentication), as through the real tailscaled's --socks5-server. Where
+# the test made a user `ts-standin` (the pod-like node), the proxy runs as that user, so the
+# test's firewall can let only it reach other nodes, as only tailscaled's netstack can on a pod.
+SOCKS_USER = "ts-standin"
+
+
+def socks5_server(listen: str) -> None:
+    import pwd
+    import socket
+    import threading
+
+    host, _, port = listen.rpartition(":")
+    server = socket.create_server((host or "127.0.0.1", int(port)), reuse_port=False)
+    with contextlib.suppress(KeyError):
+        user = pwd.getpwnam(SOCKS_USER)
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+
+    def pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def exact(conn: socket.socket, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = conn.recv(size - len(data))
+            if not chunk:
+                raise OSError("client went away")
+            data += chunk
+        return data
+
+    def serve(client: socket.socket) -> None:
+        try:
+            _version, methods = exact(client, 2)
+            exact(client, methods)
+            client.sendall(b"\x05\x00")  # no authentication
+            _version, command, _reserved, kind = exact(client, 4)
+            if kind == 1:
+                address = socket.inet_ntoa(exact(client, 4))
+            elif kind == 3:
+                address = exact(client, exact(client, 1)[0]).decode()
+            else:
+                client.sendall(b"\x05\x08\x00\x01" + bytes(6))  # address type not supported
+                return
+            target_port = int.from_bytes(exact(client, 2), "big")
+            if command != 1:
+                client.sendall(b"\x05\x07\x00\x01" + bytes(6))  # only CONNECT
+                return
+            try:
+                upstream = socket.create_connection((address, target_port), timeout=10)
+            except OSError:
+                client.sendall(b"\x05\x05\x00\x01" + bytes(6))  # connection refused
+                return
+            upstream.settimeout(None)
+            client.sendall(b"\x05\x00\x00\x01" + bytes(6))
+            back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
+            back.start()
+            pipe(client, upstream)
+            back.join()
+            upstream.close()
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
 def parse_flags(args: list[str]) -> dict:
