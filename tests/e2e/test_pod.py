@@ -89,6 +89,15 @@ def counters() -> dict[str, int]:
     return got
 
 
+def install_firewall() -> None:
+    """Only the stand-in's proxy may open connections to the head; everything else is refused and
+    counted. Replies to connections the head opened (SSH, slurmctld to slurmd) pass."""
+    firewall("-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
+    firewall("-A", "OUTPUT", "-d", HEAD, "-m", "owner", "--uid-owner", str(SOCKS_UID), "-j", "ACCEPT")
+    firewall("-A", "OUTPUT", "-d", HEAD, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")
+    firewall("-A", "OUTPUT", "-d", HEAD, "-j", "REJECT")
+
+
 class PodBed:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -130,19 +139,17 @@ def bed(tmp_path_factory):
     install_standin("pod-head", unit=True)
     # The pod: docker's init as PID 1 runs the pod's start command (sshd, then sleep), as Runpod's
     # images do; no TUN device, no NET_ADMIN, no cgroup mount, RUNPOD_POD_ID set.
-    start = "ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd && exec sleep infinity"
+    # Its start command also calls meshctl-pod-start once meshctl installed it (README: pods).
+    start = ("ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd && "
+             "{ [ ! -x /usr/local/sbin/meshctl-pod-start ] || /usr/local/sbin/meshctl-pod-start; }; "
+             "exec sleep infinity")  # fmt: skip
     sh("docker", "run", "-d", "--name", POD_NAME, "--hostname", POD_NAME, "--network", SPEC.network, "--ip", POD,
        "--init", "--label", "org.meshctl.localmesh=1", "-e", "RUNPOD_POD_ID=e2e0pod0id",
        "--entrypoint", "/bin/sh", "meshctl-node:bookworm", "-c", start)  # fmt: skip
     nodes.authorize(POD_NAME, public)
     install_standin(POD_NAME, unit=False)
     on(POD_NAME, f"useradd --system --uid {SOCKS_UID} --no-create-home --shell /usr/sbin/nologin ts-standin")
-    # Only the stand-in's proxy may open connections to the head; everything else is refused and
-    # counted. Replies to connections the head opened (SSH, slurmctld to slurmd) pass.
-    firewall("-A", "OUTPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT")
-    firewall("-A", "OUTPUT", "-d", HEAD, "-m", "owner", "--uid-owner", str(SOCKS_UID), "-j", "ACCEPT")
-    firewall("-A", "OUTPUT", "-d", HEAD, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")
-    firewall("-A", "OUTPUT", "-d", HEAD, "-j", "REJECT")
+    install_firewall()
     yield bed
     sh("docker", "rm", "-f", "-v", POD_NAME, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
@@ -217,6 +224,26 @@ def test_slurmd_killed_on_the_pod_comes_back(bed):
     assert after not in (before, "0", "")
     assert bed.wait_idle("rp1") == "idle"
     assert on("pod-head", "srun -w rp1 -N1 hostname").strip() == POD_NAME
+
+
+def test_a_restarted_pod_comes_back_by_itself(bed):
+    before = on(POD_NAME, "supervisorctl pid slurmd").strip()
+    sh("docker", "restart", "--time", "2", POD_NAME)
+    install_firewall()  # a restarted container has a new network namespace
+    deadline = time.monotonic() + 180
+    ran = None
+    while time.monotonic() < deadline:  # no meshctl run: the start command's meshctl-pod-start
+        ran = subprocess.run(["docker", "exec", "pod-head", "srun", "-w", "rp1", "-N1", "--immediate=10", "hostname"],
+                             capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        if ran.returncode == 0:
+            break
+        time.sleep(3)
+    assert ran is not None and ran.stdout.strip() == POD_NAME, ran
+    programs = on(POD_NAME, "supervisorctl status")
+    for name in ("munge", "slurmd", "tailscaled"):
+        assert re.search(rf"^{name}\s+RUNNING", programs, re.M), programs
+    assert on(POD_NAME, "supervisorctl pid slurmd").strip() != before
+    assert bed.wait_idle("rp1") == "idle"
 
 
 def test_a_second_converge_changes_nothing_on_the_pod(bed):
