@@ -469,11 +469,12 @@ class Mesh:
             os.close(fd)
 
 
-def atomic_write(path: Path, text: str, backup: bool = False, mode: int = 0o644) -> None:
+def atomic_write(path: Path, text: str | bytes, backup: bool = False, mode: int = 0o644) -> None:
     """Write via a temp file in the same folder, fsync, keep the old file as .bak, rename.
 
-    A failure (a full disk, a read-only folder) leaves the old file as it was, removes the temp
-    file and says so (InventoryError), never a traceback.
+    The temp file is 0600 until it is complete (mkstemp), so a secret (``mode=0o600``, bytes)
+    is never readable by others on its way. A failure (a full disk, a read-only folder) leaves
+    the old file as it was, removes the temp file and says so (InventoryError), never a traceback.
     """
     path = Path(path)
     try:
@@ -485,10 +486,10 @@ def atomic_write(path: Path, text: str, backup: bool = False, mode: int = 0o644)
         ) from None
 
 
-def _atomic_write(path: Path, text: str, backup: bool, mode: int) -> None:
+def _atomic_write(path: Path, text: str | bytes, backup: bool, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import tempfile
 from pathlib import Path
 
 from meshctl import resources
 from meshctl.errors import UsageError
+from meshctl.mesh import atomic_write
 
 MESH_VAR = "meshctl_vault_id"
 DEFAULT_LABEL = "meshctl"
@@ -98,25 +98,9 @@ class Vault:
 
 
 def write_secret(path: Path, data: bytes, vault: Vault | None) -> Path:
-    """Replace a file of secrets/ atomically (temp file 0600, fsync, rename), encrypted when the mesh has a vault."""
+    """Replace a file of secrets/ atomically (0600 all along), encrypted when the mesh has a vault."""
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    payload = vault.encrypt(data) if vault is not None else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, vault.encrypt(data) if vault is not None else data, mode=0o600)
     return path
 
 

@@ -153,3 +153,25 @@ def test_generated_secret_names_come_from_the_role_defaults():
 
     assert resources.secret_file_name("munge", "munge_key_file") == "munge.key"
     assert resources.secret_file_name("mlflow", "mlflow_auth_password_file") == "mlflow_password"
+
+
+def test_a_secret_is_replaced_atomically_and_stays_private(tmp_path, monkeypatch):
+    from meshctl import mesh as mesh_module
+    from meshctl.errors import InventoryError
+    from meshctl.vault import write_secret
+
+    path = tmp_path / "secrets" / "tailscale.key"
+    write_secret(path, b"old-key\n", None)
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and path.read_bytes() == b"old-key\n"
+    write_secret(path, b"new-key\n", None)
+    assert path.read_bytes() == b"new-key\n" and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mesh_module.os, "fsync", full_disk)
+    with pytest.raises(InventoryError, match="No space left"):
+        write_secret(path, b"newer-key\n", None)
+    assert path.read_bytes() == b"new-key\n"  # the old secret as it was
+    assert sorted(p.name for p in path.parent.iterdir()) == ["tailscale.key"]  # no temp file left
