@@ -90,6 +90,49 @@ def job_users_conflicts(users, group_name, gid, passwd, group):
     return conflicts
 
 
+def getent_tables(text):
+    """The output of ``getent passwd; echo ---; getent group`` as {"passwd": ..., "group": ...}.
+
+    Each table maps a name to its other fields, as ``ansible.builtin.getent`` returns them (one
+    command reads both databases: a module run per database costs a round trip on every node).
+    """
+    tables, names = {"passwd": {}, "group": {}}, iter(("passwd", "group"))
+    table = tables[next(names)]
+    for line in str(text).splitlines():
+        if line.strip() == "---":
+            table = tables[next(names)]
+        elif ":" in line:
+            name, *fields = line.split(":")
+            table[name] = fields
+    return tables
+
+
+def job_users_pending(users, gid, shell, home_base, passwd):
+    """The job users ``ansible.builtin.user`` would create or change on a node, given its passwd.
+
+    An account that is there with the mesh's UID, group, home, shell and comment needs no module
+    run (a no-op converge skips it); UID conflicts are refused before, by job_users_conflicts.
+    """
+    pending = []
+    for user in users:
+        fields = passwd.get(user["name"])
+        wanted = ["x", str(user["uid"]), str(gid), None, f"{home_base}/{user['name']}", shell]
+        if "comment" in user:
+            wanted[3] = user["comment"]
+        if (
+            fields is None
+            or len(fields) != len(wanted)
+            or any(want is not None and have != want for have, want in zip(fields, wanted, strict=True))
+        ):
+            pending.append(user)
+    return pending
+
+
 class FilterModule:
     def filters(self):
-        return {"job_users_problems": job_users_problems, "job_users_conflicts": job_users_conflicts}
+        return {
+            "job_users_problems": job_users_problems,
+            "job_users_conflicts": job_users_conflicts,
+            "job_users_pending": job_users_pending,
+            "getent_tables": getent_tables,
+        }

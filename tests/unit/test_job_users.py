@@ -94,3 +94,37 @@ def test_a_group_with_another_gid_is_refused(ju):
 def test_a_gid_taken_by_another_group_is_refused(ju):
     (conflict,) = ju.job_users_conflicts(GOOD, "meshjobs", 1000, PASSWD, GROUP)
     assert "GID 1000 belongs to group debian here" in conflict
+
+
+GETENT = """root:x:0:0:root:/root:/bin/bash
+alice:x:2001:2000:Alice Example:/home/alice:/bin/bash
+bob:x:2002:2000::/home/bob:/bin/sh
+---
+root:x:0:
+meshjobs:x:2000:alice,bob
+"""
+
+
+def test_one_command_reads_both_account_databases(ju):
+    tables = ju.getent_tables(GETENT)
+    assert tables["passwd"]["alice"] == ["x", "2001", "2000", "Alice Example", "/home/alice", "/bin/bash"]
+    assert tables["group"]["meshjobs"] == ["x", "2000", "alice,bob"]
+    assert "meshjobs" not in tables["passwd"] and "alice" not in tables["group"]
+    # What job_users_conflicts reads: the same shape as ansible.builtin.getent's facts.
+    assert ju.job_users_conflicts(GOOD, "meshjobs", 2000, tables["passwd"], tables["group"]) == []
+    assert ju.getent_tables("") == {"passwd": {}, "group": {}}
+
+
+def test_only_missing_or_different_accounts_need_the_user_module(ju):
+    passwd = ju.getent_tables(GETENT)["passwd"]
+    # alice matches in every field the role sets; bob's shell differs; carol is missing.
+    users = [*GOOD, {"name": "carol", "uid": 2003}]
+    pending = ju.job_users_pending(users, 2000, "/bin/bash", "/home", passwd)
+    assert [u["name"] for u in pending] == ["bob", "carol"]
+    # A comment the list does not give is left alone; one it gives must match.
+    assert ju.job_users_pending([{"name": "bob", "uid": 2002}], 2000, "/bin/sh", "/home", passwd) == []
+    renamed = [{"name": "alice", "uid": 2001, "comment": "Alice B."}]
+    assert ju.job_users_pending(renamed, 2000, "/bin/bash", "/home", passwd) == renamed
+    # Another primary group or home: the module must fix it.
+    assert ju.job_users_pending(GOOD[:1], 2100, "/bin/bash", "/home", passwd) == GOOD[:1]
+    assert ju.job_users_pending(GOOD[:1], 2000, "/bin/bash", "/srv/home", passwd) == GOOD[:1]
