@@ -250,6 +250,11 @@ def run_playbook(
             # The roles and plugins, as the collection meshctl.mesh (the playbooks name them by FQCN).
             "ANSIBLE_COLLECTIONS_PATH": str(resources.collections_path(private / "collections")),
             "ANSIBLE_SSH_ARGS": ssh_args,
+            # ansible-runner defaults this to False, which makes Ansible add StrictHostKeyChecking=no to
+            # every ssh command (after ssh_args, so unused today, but one reordering away, and what an
+            # ssh_args set in a user's inventory would meet). On: a node's key is checked against
+            # known_hosts whatever else builds the ssh command.
+            "ANSIBLE_HOST_KEY_CHECKING": "True",
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
