@@ -28,6 +28,26 @@ def hw():
     return mesh_hw()
 
 
+@pytest.fixture
+def runner_call(monkeypatch):
+    """run_playbook up to ansible-runner: returns what it would hand ansible_runner.run (its kwargs)."""
+    from meshctl import runner
+
+    def call(**kwargs) -> dict:
+        seen = {}
+
+        def fake_runner_run(**kw):
+            seen.update(kw)
+            raise SystemExit(0)
+
+        monkeypatch.setattr(runner.ansible_runner, "run", fake_runner_run)
+        with pytest.raises(SystemExit):
+            runner.run_playbook("site.yml", {"all": {"hosts": {}}}, **kwargs)
+        return seen
+
+    return call
+
+
 def load_file(relative: str):
     """Import a plugin file of a role (filter plugins are not importable as packages)."""
     path = REPO / relative

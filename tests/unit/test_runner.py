@@ -43,18 +43,10 @@ def test_missing_ansible_is_a_clear_error(tmp_path, monkeypatch):
     assert error.value.exit_code == 6
 
 
-def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, monkeypatch):
+def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, runner_call):
     # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless told; meshctl tells it True, so no
     # ssh command Ansible builds carries StrictHostKeyChecking=no.
-    seen = {}
-
-    def fake_runner_run(**kw):
-        seen.update(kw)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(runner.ansible_runner, "run", fake_runner_run)
-    with pytest.raises(SystemExit):
-        runner.run_playbook("site.yml", {"all": {"hosts": {}}}, known_hosts=tmp_path / "known hosts")
+    seen = runner_call(known_hosts=tmp_path / "known hosts")
     env = seen["envvars"]
     assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
     assert "StrictHostKeyChecking=accept-new" in env["ANSIBLE_SSH_ARGS"]

@@ -119,16 +119,8 @@ def test_rotate_authkey_stores_the_new_key_encrypted_and_runs_with_the_vault_id(
     assert NEW.encode() not in all_bytes(m.path)
 
 
-def test_runs_pass_the_vault_id_and_keep_decrypted_files_in_the_private_folder(tmp_path, password, monkeypatch):
-    seen = {}
-
-    def fake_runner_run(**kw):
-        seen.update(kw)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(runner.ansible_runner, "run", fake_runner_run)
-    with pytest.raises(SystemExit):
-        runner.run_playbook("site.yml", {"all": {"hosts": {}}}, vault_id=f"meshctl@{password}")
+def test_runs_pass_the_vault_id_and_keep_decrypted_files_in_the_private_folder(password, runner_call):
+    seen = runner_call(vault_id=f"meshctl@{password}")
     assert seen["cmdline"] == f"--vault-id meshctl@{password}"
     assert "correct horse" not in repr(seen)
     assert seen["envvars"]["ANSIBLE_LOCAL_TEMP"].startswith(seen["private_data_dir"])
