@@ -13,8 +13,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# What OpenSSH says when the key differs from the recorded one.
-CHANGED_MARKERS = ("remote host identification has changed", "host key verification failed")
+# What OpenSSH says when the key differs from the recorded one, and what Mitogen says instead
+# (meshctl records unknown keys before a Mitogen run, so there it means a changed key too).
+CHANGED_MARKERS = (
+    "remote host identification has changed",
+    "host key verification failed",
+    "reported an unrecognized or mismatching host key",
+)
 # `ssh-keygen -l -f FILE` lines: "256 SHA256:abc... comment (ED25519)"; `ssh-keygen -l -F HOST`
 # lines: "HOST ED25519 SHA256:abc...".
 _FINGERPRINT = re.compile(r"^\d+\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)\s+.*\((?P<kind>[A-Za-z0-9-]+)\)$")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,26 @@ def run(argv: list[str], command: str, stdin: str | None = None, timeout: float 
     except subprocess.TimeoutExpired:
         return SshResult(255, "", f"no answer within {timeout:.0f}s")
     return SshResult(result.returncode, result.stdout, result.stderr)
+
+
+def learn_host_keys(targets: list[tuple[str, str, int, str | None]], known_hosts: Path) -> None:
+    """First contact with each (host, user, port, key): OpenSSH records its host key (accept-new).
+
+    Mitogen asks ssh for ``StrictHostKeyChecking yes`` ahead of meshctl's ``accept-new``, so a node
+    whose key known_hosts lacks (first run after ``init --no-check``, or after ``forget-host-key``)
+    gets it recorded here, as plain Ansible's first connection would. A node that does not answer
+    is left to the run, which reports it; a changed key is never replaced (known_hosts has one).
+    """
+
+    if not targets:
+        return
+
+    def contact(target: tuple[str, str, int, str | None]) -> None:
+        host, user, port, key = target
+        run(ssh_argv(host, user, port, key, known_hosts), "true", timeout=CONNECT_TIMEOUT + 5)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(targets)))) as pool:
+        list(pool.map(contact, targets))
 
 
 def explain_failure(

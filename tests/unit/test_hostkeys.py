@@ -43,6 +43,8 @@ def test_both_listing_formats_are_parsed():
     [
         ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@", True),
         ("Host key verification failed.", True),
+        # Mitogen's text (meshctl records unknown keys before a Mitogen run, so it means changed)
+        ("Host key checking is enabled, and SSH reported an unrecognized or mismatching host key.", True),
         ("ssh: connect to host 10.0.0.1 port 22: Connection refused", False),
         ("Permission denied (publickey).", False),
     ],

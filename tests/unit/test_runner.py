@@ -1,10 +1,11 @@
 """Which ansible-playbook meshctl runs: the one beside its interpreter, else PATH, else a clear error."""
 
+import subprocess
 import sys
 
 import pytest
 
-from meshctl import runner
+from meshctl import runner, ssh
 from meshctl.errors import EnvironmentProblem
 
 
@@ -52,3 +53,67 @@ def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, runner_cal
     assert "StrictHostKeyChecking=accept-new" in env["ANSIBLE_SSH_ARGS"]
     assert f'UserKnownHostsFile="{tmp_path / "known hosts"}"' in env["ANSIBLE_SSH_ARGS"]
     assert "StrictHostKeyChecking=no" not in repr(seen)
+
+
+def test_runs_use_mitogen_unless_told_not_to(tmp_path, runner_call, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    seen = runner_call(extravars={"slurm_drain_force": True})
+    env = seen["envvars"]
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
+    plugins = runner.Path(env["ANSIBLE_STRATEGY_PLUGINS"])
+    assert (plugins / "mitogen_linear.py").is_file() and (plugins / "mitogen_free.py").is_file()
+    # site.yml's free play takes Mitogen's free strategy; the caller's extravars are kept
+    assert seen["extravars"] == {"meshctl_free_strategy": "mitogen_free", "slurm_drain_force": True}
+
+    monkeypatch.setenv("MESHCTL_MITOGEN", "0")
+    seen = runner_call(extravars={"slurm_drain_force": True})
+    assert "ANSIBLE_STRATEGY" not in seen["envvars"] and "ANSIBLE_STRATEGY_PLUGINS" not in seen["envvars"]
+    assert seen["extravars"] == {"slurm_drain_force": True}
+
+
+def test_an_ansible_playbook_from_elsewhere_runs_without_mitogen(tmp_path, monkeypatch):
+    # It could not import the Mitogen installed beside meshctl.
+    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    assert runner.mitogen_strategies() is not None
+    monkeypatch.setattr(runner, "ansible_playbook", lambda: str(tmp_path / "bin" / "ansible-playbook"))
+    assert runner.mitogen_strategies() is None
+
+
+@pytest.fixture
+def one_known(tmp_path):
+    """known_hosts holding a key for 10.9.9.1:22 only."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    path = tmp_path / "known_hosts"
+    path.write_text("10.9.9.1 " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
+    return path
+
+
+INVENTORY = {"all": {"hosts": {
+    "head": {"ansible_host": "10.9.9.9", "ansible_connection": "local"},
+    "known": {"ansible_host": "10.9.9.1", "ansible_user": "root", "ansible_port": 22},
+    "new": {"ansible_host": "10.9.9.2", "ansible_user": "ubuntu", "ansible_port": 2222,
+            "ansible_ssh_private_key_file": "/keys/id"},
+}}}  # fmt: skip
+
+
+def test_first_contacts_are_the_runs_ssh_nodes_with_no_recorded_key(one_known):
+    new = [("10.9.9.2", "ubuntu", 2222, "/keys/id")]
+    assert runner.first_contacts(INVENTORY, None, one_known) == new
+    assert runner.first_contacts(INVENTORY, "localhost,new", one_known) == new
+    assert runner.first_contacts(INVENTORY, "localhost,known,head", one_known) == []
+    assert runner.first_contacts(INVENTORY, "compute", one_known) == new  # a group: any node may run
+
+
+def test_a_mitogen_run_records_new_nodes_keys_first(tmp_path, one_known, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    learned = []
+    monkeypatch.setattr(ssh, "learn_host_keys", lambda targets, known_hosts: learned.append((targets, known_hosts)))
+
+    def fake_runner_run(**kw):
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner.ansible_runner, "run", fake_runner_run)
+    with pytest.raises(SystemExit):
+        runner.run_playbook("site.yml", INVENTORY, known_hosts=one_known, limit="localhost,new")
+    assert learned == [([("10.9.9.2", "ubuntu", 2222, "/keys/id")], one_known)]
