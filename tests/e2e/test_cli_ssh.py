@@ -24,6 +24,7 @@ import pytest
 
 from meshctl.localmesh import nodes
 from meshctl.mesh import Mesh
+from tests.e2e import wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -517,15 +518,6 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
     assert tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin"
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
     bed.on_head(f"scancel {other}")
-
-
-def wait_for_ssh(address: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if subprocess.run(["ssh-keyscan", "-T", "2", address], capture_output=True, text=True).stdout.strip():
-            return
-        time.sleep(1)
-    raise AssertionError(f"no sshd at {address} after {seconds}s")
 
 
 def test_a_machine_killed_during_add_node_is_reported_and_the_same_command_resumes(bed):

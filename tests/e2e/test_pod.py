@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from meshctl.localmesh import nodes
+from tests.e2e import wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -119,6 +120,7 @@ def bed(tmp_path_factory):
     sh("docker", "run", "-d", "--name", POD_NAME, "--hostname", POD_NAME, "--network", SPEC.network, "--ip", POD,
        "--init", "--label", "org.meshctl.localmesh=1", "-e", "RUNPOD_POD_ID=e2e0pod0id",
        "--entrypoint", "/bin/sh", "meshctl-node:bookworm", "-c", start)  # fmt: skip
+    wait_for_ssh(POD)  # docker run returns before the start command has made host keys and started sshd
     nodes.authorize(POD_NAME, public)
     install_standin(POD_NAME, [KEY], unit=False)
     on(POD_NAME, f"useradd --system --uid {SOCKS_UID} --no-create-home --shell /usr/sbin/nologin ts-standin")
