@@ -54,7 +54,6 @@ def learn_host_keys(targets: list[tuple[str, str, int, str | None]], known_hosts
     gets it recorded here, as plain Ansible's first connection would. A node that does not answer
     is left to the run, which reports it; a changed key is never replaced (known_hosts has one).
     """
-
     if not targets:
         return
 
