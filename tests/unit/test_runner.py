@@ -1,4 +1,5 @@
-"""Which ansible-playbook meshctl runs: the one beside its interpreter, else PATH, else a clear error."""
+"""How meshctl runs Ansible: which ansible-playbook (beside its interpreter, else PATH, else a clear
+error), host key checking on, Mitogen unless MESHCTL_MITOGEN=0, new nodes' host keys recorded first."""
 
 import subprocess
 import sys
