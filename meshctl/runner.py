@@ -254,8 +254,12 @@ def run_playbook(
     progress: Progress | None = None,
     extravars: dict | None = None,
     vault_id: str | None = None,
+    mitogen: bool = True,
 ) -> RunResult:
     """Run one of meshctl's playbooks against an inventory built by ``mesh.to_inventory``.
+
+    ``mitogen=False`` runs plain Ansible whatever ``MESHCTL_MITOGEN`` says: for runs of a few tasks
+    per node (status), where Mitogen's start on every node costs more than it saves.
 
     The inventory is written into the run's private folder, beside links to the mesh's
     ``group_vars``/``host_vars`` so the user's settings apply as they do for ``mesh.yml``.
@@ -305,7 +309,7 @@ def run_playbook(
             # The ansible-playbook beside meshctl's interpreter comes first (meshctl run as .venv/bin/meshctl).
             "PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")]),
         }
-        strategies = mitogen_strategies()
+        strategies = mitogen_strategies() if mitogen else None
         if strategies is not None:
             envvars["ANSIBLE_STRATEGY_PLUGINS"] = str(strategies)
             envvars["ANSIBLE_STRATEGY"] = "mitogen_linear"

@@ -72,6 +72,12 @@ def test_runs_use_mitogen_unless_told_not_to(tmp_path, runner_call, monkeypatch)
     assert seen["extravars"] == {"slurm_drain_force": True}
 
 
+def test_a_caller_can_run_without_mitogen(runner_call, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    seen = runner_call(mitogen=False)  # status's short run
+    assert "ANSIBLE_STRATEGY" not in seen["envvars"] and not seen["extravars"]
+
+
 def test_an_ansible_playbook_from_elsewhere_runs_without_mitogen(tmp_path, monkeypatch):
     # It could not import the Mitogen installed beside meshctl.
     monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)

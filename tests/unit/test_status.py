@@ -79,6 +79,7 @@ def test_status_runs_the_roles_status_entry_points_on_every_node(mesh, fake):
     fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health()}
     rows, mlflow, healthy = membership.status(mesh, *mesh.load())
     assert fake[0]["playbook"] == "status.yml" and fake[0].get("limit") is None
+    assert fake[0]["mitogen"] is False  # a few tasks per node: plain Ansible is faster
     assert set(fake[0]["inventory"]["all"]["hosts"]) == {"head", "gpu1", "cpu1"}
     assert healthy and mlflow == "OK"
     by = {r.name: r for r in rows}
