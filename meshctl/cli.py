@@ -24,7 +24,7 @@ class MeshctlGroup(click.Group):
             if isinstance(exc, PartialError) and exc.unreachable:
                 rows = [[name, said, exc.todo_for(name)] for name, said in exc.unreachable.items()]
                 display.table("Not reached", ["node", "what happened", "what to do"], rows)
-            click.echo(f"error: {exc}", err=True)
+            display.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
 
 

@@ -1,7 +1,13 @@
-"""Tables and lines meshctl prints (rich on a terminal, plain text otherwise)."""
+"""Tables and lines meshctl prints (rich on a terminal, plain text otherwise).
+
+Everything printed goes through ``clean``: much of it is what nodes reported (an OS name, a GPU
+model, a task's message), and a hostile node must not drive the user's terminal with it (OSC 52
+writes the clipboard, other sequences retitle the window, move the cursor or hide text).
+"""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -9,18 +15,41 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+# Whole escape sequences first (CSI, OSC/DCS/PM/APC up to BEL or ST, in 7- and 8-bit forms), then
+# every C0 and C1 control left, and the Unicode controls that reorder or hide text (bidi, zero-width).
+_SEQUENCES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]P^_X]|[\x9d\x90\x9e\x9f\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[@-Z\\-_]?"
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def clean(text: object, multiline: bool = False) -> str:
+    """``text`` safe for a terminal: escape sequences and control characters removed, tabs made spaces,
+    and line breaks too unless ``multiline``. The one sanitizer for what meshctl prints."""
+    text = _SEQUENCES.sub("", str(text)).replace("\t", " ")
+    if not multiline:
+        text = text.replace("\r\n", " ").replace("\n", " ")
+    return _CONTROLS.sub("", text)
+
+
+def echo(text: object = "", err: bool = False) -> None:
+    """click.echo of ``clean`` text (line breaks kept)."""
+    click.echo(clean(text, multiline=True), err=err)
+
 
 def console(out=None) -> Console:
     return Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
 
 
 def rich_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=Text(title), title_justify="left")
+    t = Table(title=Text(clean(title, multiline=True)), title_justify="left")
     for column in columns:
-        t.add_column(Text(column))
+        t.add_column(Text(clean(column)))
     for row in rows:
         # Cells hold what nodes reported (an OS name like `Debian [/] 12`): text, never markup.
-        t.add_row(*(Text(str(c)) for c in row))
+        t.add_row(*(Text(clean(c)) for c in row))
     return t
 
 
@@ -30,7 +59,8 @@ def table(title: str, columns: list[str], rows: list[list[str]], out=None, live:
     if out.isatty() if live is None else live:
         console(out).print(rich_table(title, columns, rows))
         return
-    click.echo(title, file=out)
+    click.echo(clean(title, multiline=True), file=out)
+    columns, rows = [clean(c) for c in columns], [[clean(c) for c in row] for row in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=False)]
     for row in [columns, *rows]:
         click.echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip(), file=out)

@@ -238,9 +238,17 @@ def run(
         limit = runner.limit_to(n.name for n in [*targets, *leaving])
     if not check:
         vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
+    progress = progress or runner.Progress()
+    inventory = mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets})
+    for name, why in sorted(mesh.refused_facts.items()):
+        if name in {n.name for n in nodes}:
+            progress.note(
+                f"{name}: its recorded facts ({mesh.facts_dir.name}/{name}.json) are refused and left out ({why}); "
+                f"they are gathered again when {name} is converged (`meshctl apply --limit {name}`)"
+            )
     result = runner.run_playbook(
         playbook,
-        mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets}),
+        inventory,
         mesh.path,
         limit=limit,
         check=check,

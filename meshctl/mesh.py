@@ -200,6 +200,29 @@ def _show(value: object) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
+class Unsafe(str):
+    """Text a node reported: written into a run's inventory as YAML ``!unsafe``, so Ansible never
+    templates it (ansible-core templates every other string of a YAML inventory)."""
+
+
+def unsafe(value: object) -> object:
+    """``value`` with every string in it (keys left as they are) made ``Unsafe``."""
+    if isinstance(value, str):
+        return Unsafe(value)
+    if isinstance(value, dict):
+        return {k: unsafe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unsafe(v) for v in value]
+    return value
+
+
+def facts_problems(hw: object) -> list[str]:
+    """What is wrong with a node's hardware facts ([] when sound): the one schema, mesh_hw.facts_problems."""
+    from meshctl import hardware
+
+    return hardware.mesh_hw().facts_problems(hw)
+
+
 def to_inventory(
     nodes: list[Node],
     mesh_vars: dict,
@@ -216,8 +239,9 @@ def to_inventory(
     None: all) also join their role groups (they are being configured; another pending node, one
     whose add-node failed, stays out of the way), recorded hardware facts become each node's
     ``mesh_hw`` (so the head renders cluster-wide files without reaching the other nodes; a node
-    in the run gathers fresh facts, which take precedence), the secrets folder is named, and nodes
-    leaving the mesh are hosts of group ``leaving`` only.
+    in the run gathers fresh facts, which take precedence; recorded facts are node data, marked
+    ``Unsafe``: never templated), the secrets folder is named, and nodes leaving the mesh are hosts of
+    group ``leaving`` only.
     """
     for_run = facts is not None
     hosts = {n.name: n.hostvars() for n in [*nodes, *leaving]}
@@ -238,7 +262,7 @@ def to_inventory(
         if mesh_vars.get("mesh_tailscale"):
             add("tailnet", n.name)
         if for_run and n.name in facts:
-            hosts[n.name]["mesh_hw"] = facts[n.name]
+            hosts[n.name]["mesh_hw"] = unsafe(facts[n.name])
     for n in leaving:
         add("leaving", n.name)
         add(n.provider, n.name)
@@ -278,6 +302,7 @@ def from_inventory(data: object) -> tuple[list[Node], dict]:
 
 
 MAX_INVENTORY_BYTES = 1024 * 1024
+MAX_FACTS_BYTES = 256 * 1024
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -334,6 +359,7 @@ class Mesh:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path).resolve()
+        self.refused_facts: dict[str, str] = {}  # node -> why its recorded facts were left out (load_facts)
 
     @property
     def inventory(self) -> Path:
@@ -352,16 +378,38 @@ class Mesh:
         return self.path / FACTS
 
     def load_facts(self) -> dict[str, dict]:
-        """Each node's recorded hardware facts; a file that cannot be read is left out (re-gathered)."""
+        """Each node's recorded hardware facts, checked again against the schema (``facts_problems``).
+
+        A file that cannot be read, or whose facts are not sound (a node that lied, a hand edit), is
+        left out and named in ``refused_facts`` (node -> why): the node's facts are gathered again on
+        its next converge, and a run that needs them says so.
+        """
         facts: dict[str, dict] = {}
+        self.refused_facts = {}
         for path in sorted(self.facts_dir.glob("*.json")) if self.facts_dir.is_dir() else []:
-            with contextlib.suppress(OSError, ValueError):
-                data = json.loads(path.read_text())
-                if isinstance(data, dict) and NAME_RE.match(path.stem):
-                    facts[path.stem] = data
+            if not NAME_RE.match(path.stem) or path.is_symlink() or not path.is_file():
+                continue
+            try:
+                if path.stat().st_size > MAX_FACTS_BYTES:
+                    raise ValueError(f"over {MAX_FACTS_BYTES // 1024} KiB")
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                self.refused_facts[path.stem] = f"cannot read {path.name}: {exc}"
+                continue
+            problems = facts_problems(data)
+            if problems:
+                self.refused_facts[path.stem] = "; ".join(problems[:3])
+                continue
+            facts[path.stem] = data
         return facts
 
     def record_facts(self, name: str, hw: dict) -> None:
+        problems = facts_problems(hw)
+        if problems:
+            raise InventoryError(
+                f"{name} reported facts meshctl refuses: {'; '.join(problems[:3])}",
+                hint=f"nothing was recorded for {name}; check the machine (it may be tampered with)",
+            )
         self.facts_dir.mkdir(exist_ok=True)
         atomic_write(self.facts_dir / f"{check_name(name)}.json", json.dumps(hw, indent=1, sort_keys=True) + "\n")
 

@@ -23,6 +23,7 @@ import yaml
 
 from meshctl import display, hostkeys, resources, ssh
 from meshctl.errors import EnvironmentProblem, PlaybookError
+from meshctl.mesh import Unsafe, facts_problems
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
@@ -128,6 +129,7 @@ class Progress:
         return display.rich_table(f"{self.play}\n[dim]{self.task}[/dim]", ["host", *COUNTS], self._rows())
 
     def _say(self, line: str) -> None:
+        line = display.clean(line)  # node text: no escape sequences reach the terminal
         if self._rich is not None:
             self._rich.console.print(line, markup=False, highlight=False)
         else:
@@ -150,8 +152,8 @@ class Progress:
             for name in REPORT_FACTS:
                 if isinstance(facts.get(name), dict):
                     self.reports[host] = facts[name]
-            if isinstance(facts.get(HW_FACT), dict):
-                self.hw[host] = facts[HW_FACT]
+            if HW_FACT in facts:
+                self._hardware(host, data.get("task", ""), facts[HW_FACT])
             for name, value in facts.items():
                 if name.endswith(HEALTH_SUFFIX):
                     self.health[host][name] = value
@@ -179,12 +181,36 @@ class Progress:
             self._rich.update(self._render())
         return True
 
+    def _hardware(self, host: str, task: str, hw: object) -> None:
+        """A node's hardware facts, kept only when they fit the schema; else the node has failed."""
+        problems = facts_problems(hw)
+        if not problems:
+            self.hw[host] = hw
+            return
+        self.hw.pop(host, None)
+        self.counts[host]["failed"] += 1
+        message = (f"{host} reported hardware facts meshctl refuses ({'; '.join(problems[:3])}); "
+                   "nothing it reported is recorded: check the machine, it may be tampered with")  # fmt: skip
+        self.failures.append(Failure(host, task, message))
+        self.note(f"    failed: {host}: {task}: {message}")
+
+    def note(self, line: str) -> None:
+        """Print a line of meshctl's own between the run's lines (cleaned of control characters)."""
+        self._say(line)
+
     def close(self) -> None:
         if self._rich is not None:
             self._rich.stop()
 
     def recap(self) -> None:
         display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
+
+
+class InventoryDumper(yaml.SafeDumper):
+    """YAML for a run's inventory: text a node reported (``mesh.Unsafe``) is tagged ``!unsafe``."""
+
+
+InventoryDumper.add_representer(Unsafe, lambda dumper, text: dumper.represent_scalar("!unsafe", str(text)))
 
 
 def limit_to(names) -> str:
@@ -271,7 +297,7 @@ def run_playbook(
         folder = private / "inventory"
         folder.mkdir()
         source = folder / "hosts.yml"
-        source.write_text(yaml.safe_dump(inventory, sort_keys=False))
+        source.write_text(yaml.dump(inventory, Dumper=InventoryDumper, sort_keys=False))
         for name in ("group_vars", "host_vars"):
             if mesh_dir is not None and (Path(mesh_dir) / name).is_dir():
                 (folder / name).symlink_to(Path(mesh_dir) / name)

@@ -34,13 +34,13 @@ def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, v
         plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address)
         display.preflight_table(plan.report)
         what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
-        click.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")
+        display.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")
         result = membership.add_node(
             mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity
         )
     for note in result.notes:
-        click.echo(note)
+        display.echo(note)
     if dry_run:
-        click.echo(f"dry run done: nothing was changed on {plan.node.name} or in {mesh.inventory.name}")
+        display.echo(f"dry run done: nothing was changed on {plan.node.name} or in {mesh.inventory.name}")
     else:
-        click.echo(f"{plan.node.name} is active; `meshctl status` shows the mesh")
+        display.echo(f"{plan.node.name} is active; `meshctl status` shows the mesh")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, membership, runner
+from meshctl import completion, display, membership, runner
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, verbose_option, wait_option
 
@@ -27,5 +27,5 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
         nodes, mesh_vars = mesh.load()
         result = membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
     for note in result.notes:
-        click.echo(note)
-    click.echo("check done: nothing was changed" if check else "mesh converged")
+        display.echo(note)
+    display.echo("check done: nothing was changed" if check else "mesh converged")

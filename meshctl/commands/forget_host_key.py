@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, hostkeys
+from meshctl import completion, display, hostkeys
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, wait_option
@@ -28,7 +28,7 @@ def command(name, mesh_dir, wait) -> None:
             raise UsageError(f"no node {name} in the mesh", hint="`meshctl status` lists the nodes")
         gone = hostkeys.forget(mesh.known_hosts, node.host, node.port)
     if not gone:
-        click.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
+        display.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
         return
-    click.echo(f"forgot {name}'s host key ({', '.join(map(str, gone))})")
-    click.echo(f"next: `meshctl apply --limit {name}` records the key {name} offers now")
+    display.echo(f"forgot {name}'s host key ({', '.join(map(str, gone))})")
+    display.echo(f"next: `meshctl apply --limit {name}` records the key {name} offers now")

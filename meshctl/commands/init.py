@@ -56,8 +56,8 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
             display.preflight_table(report)
         display.table("Imported", ["node", "ssh", "roles", "state"],
                       [[n.name, f"{n.user}@{n.host}:{n.port}", ",".join(n.roles), n.state] for n in nodes])  # fmt: skip
-        click.echo(f"mesh created in {mesh.path} with {len(nodes)} nodes (pending)")
-        click.echo("next: meshctl apply  (sets up the head and every node)")
+        display.echo(f"mesh created in {mesh.path} with {len(nodes)} nodes (pending)")
+        display.echo("next: meshctl apply  (sets up the head and every node)")
         return
     mesh, node, report = membership.init_mesh(
         Path(directory), head, name, ssh_key, provider, address,
@@ -65,10 +65,10 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
     )  # fmt: skip
     if report is not None:
         display.preflight_table(report)
-    click.echo(f"mesh created in {mesh.path} with head {node.name} ({node.host}, pending)")
+    display.echo(f"mesh created in {mesh.path} with head {node.name} ({node.host}, pending)")
     if key is not None:
         how = "vault-encrypted, 0600" if chosen_vault else "0600"
-        click.echo(f"nodes will join the tailnet with the key stored in {tailnet.key_path(mesh)} ({how})")
+        display.echo(f"nodes will join the tailnet with the key stored in {tailnet.key_path(mesh)} ({how})")
     if chosen_vault:
-        click.echo(f"secrets/ is encrypted with Ansible Vault ({chosen_vault}): it may be committed to git")
-    click.echo("next: meshctl add-node [USER@]HOST  (or `meshctl apply` to set up the head alone)")
+        display.echo(f"secrets/ is encrypted with Ansible Vault ({chosen_vault}): it may be committed to git")
+    display.echo("next: meshctl add-node [USER@]HOST  (or `meshctl apply` to set up the head alone)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, membership, runner
+from meshctl import completion, display, membership, runner
 from meshctl.mesh import Mesh
 from meshctl.options import mesh_option, verbose_option, wait_option
 
@@ -26,4 +26,4 @@ def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
     with mesh.lock(f"remove-node {name}", wait=wait):
         nodes, mesh_vars = mesh.load()
         membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=click.echo)
-    click.echo(f"{name} removed from the mesh")
+    display.echo(f"{name} removed from the mesh")

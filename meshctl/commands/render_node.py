@@ -6,7 +6,7 @@ import json
 
 import click
 
-from meshctl import hardware, mesh
+from meshctl import display, hardware, mesh
 from meshctl.errors import UsageError
 
 MAX_OUTPUT = 1024 * 1024  # no command output meshctl reads is this long (/dev/zero is endless)
@@ -71,17 +71,17 @@ def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider,
             ],
             **lines,
         }
-        click.echo(json.dumps(out, indent=2))
+        display.echo(json.dumps(out, indent=2))
         return
-    click.echo("# slurm.conf")
-    click.echo(lines["node_line"])
-    click.echo("# gres.conf")
+    display.echo("# slurm.conf")
+    display.echo(lines["node_line"])
+    display.echo("# gres.conf")
     for line in lines["gres_lines"]:
-        click.echo(line)
+        display.echo(line)
     if hw["gpu_status"] == "failed":
-        click.echo(f"# note: nvidia-smi failed ({hw['gpu_error']}); no GPUs written", err=True)
+        display.echo(f"# note: nvidia-smi failed ({hw['gpu_error']}); no GPUs written", err=True)
     for gpu in hw["gpus"]:
         if gpu["file"] is None:
-            click.echo(f"# note: GPU {gpu['index']} has no /dev/nvidiaN file; left out of gres.conf", err=True)
+            display.echo(f"# note: GPU {gpu['index']} has no /dev/nvidiaN file; left out of gres.conf", err=True)
     if hw["topology_adjusted"]:
-        click.echo("# note: lscpu's counts did not multiply out to CPU(s) (hybrid cores?); pass --slurmd-c", err=True)
+        display.echo("# note: lscpu's counts did not multiply out to CPU(s) (hybrid cores?); pass --slurmd-c", err=True)

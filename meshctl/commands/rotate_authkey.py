@@ -48,7 +48,7 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
         if not stored:
             path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
             how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
-            click.echo(f"new {kind} key stored in {path} ({how})")
+            display.echo(f"new {kind} key stored in {path} ({how})")
         rows = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
     display.table(
         "Auth key rotation",
@@ -56,4 +56,4 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
         [[r.node, r.before, r.after, r.action, r.result] for r in rows],
     )
     tailnet.require_rotated(rows)
-    click.echo(f"all {len(rows)} nodes are on the new key")
+    display.echo(f"all {len(rows)} nodes are on the new key")

@@ -27,7 +27,7 @@ def command(as_json, mesh_dir) -> None:
     rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "nodes": [dataclasses.asdict(r) for r in rows]}
-        click.echo(json.dumps(out, indent=2))
+        display.echo(json.dumps(out, indent=2))
     else:
         display.table(
             "Mesh status",
@@ -37,6 +37,6 @@ def command(as_json, mesh_dir) -> None:
                 for r in rows
             ],
         )
-        click.echo(f"MLflow on the head: {mlflow}")
+        display.echo(f"MLflow on the head: {mlflow}")
     if not healthy:
         raise Unhealthy("some nodes are not healthy (see the table)", hint="`meshctl apply` converges them again")

@@ -39,34 +39,115 @@ def _int(value, what, low=0, high=None):
     return number
 
 
-def facts_problems(hw):
-    """What is wrong with a fact set before it is written into Slurm's files; [] when it is sound.
+# Free text a node reports (a GPU model, nvidia-smi's first line): printable ASCII without the
+# characters of a Jinja or shell construct, and short. A model outside it is not a GPU's name.
+FREE_TEXT_RE = re.compile(r"^[A-Za-z0-9 _.,:;()/+=@'?!-]*$")
+UUID_RE = re.compile(r"^[A-Za-z0-9-]{1,80}$")
+SLURM_VERSION_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}$")
+SLURM_MAJOR_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{2}$")
+MAX_GPUS = 1024
+# The exact fact set ``node_facts`` plus the module returns: key -> what it may be.
+FACT_KEYS = {
+    "cpus": ("count", "cpus"),
+    "sockets": ("count", "sockets"),
+    "cores_per_socket": ("count", "cores_per_socket"),
+    "threads_per_core": ("count", "threads_per_core"),
+    "topology_source": ("choice", ("lscpu", "slurmd -C")),
+    "topology_adjusted": ("bool", None),
+    "memory_total_mb": ("count", "memory_mb"),
+    "real_memory_mb": ("count", "memory_mb"),
+    "gpus": ("gpus", None),
+    "gpu_status": ("choice", ("ok", "none", "absent", "failed")),
+    "gpu_error": ("text", 300),
+    "slurm_version": ("match", SLURM_VERSION_RE),
+    "slurm_major": ("match", SLURM_MAJOR_RE),
+    "in_container": ("bool", None),
+    "cgroup_version": ("choice", (None, 1, 2)),
+}
+GPU_KEYS = {
+    "index": ("index", None),
+    "model": ("text", 96),
+    "type": ("match", GRES_TYPE_RE),
+    "uuid": ("match", UUID_RE),
+    "memory_mb": ("size", "memory_mb"),
+    "mig_devices": ("size", "gpu_index"),
+    "file": ("match", DEVICE_FILE_RE),
+}
+GPU_REQUIRED = ("index", "model", "type")
 
-    The controller renders slurm.conf and gres.conf from facts that nodes reported (or that meshctl
-    recorded): a node that lies must not add lines there (a newline in a count, a GPU type or a
-    device file that is not one).
+
+def _value_problem(key, value, kind, arg):
+    """What is wrong with one value of the fact schema, or None."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if kind == "gpus":
+        return None  # each entry is checked against GPU_KEYS
+    if kind == "count":
+        ok, want = is_int and 1 <= value <= LIMITS[arg], f"a whole number from 1 to {LIMITS[arg]}"
+    elif kind in ("size", "index"):
+        high = LIMITS[arg or "gpu_index"]
+        ok, want = (
+            (is_int and 0 <= value <= high) or (value is None and kind == "size"),
+            f"a whole number from 0 to {high}",
+        )
+    elif kind == "bool":
+        ok, want = isinstance(value, bool), "true or false"
+    elif kind == "choice":
+        ok, want = any(value is c or (type(value) is type(c) and value == c) for c in arg), f"one of {list(arg)}"
+    elif kind == "text":
+        ok = value is None or (isinstance(value, str) and len(value) <= arg and bool(FREE_TEXT_RE.fullmatch(value)))
+        want = f"plain text of at most {arg} characters"
+    else:  # "match": a word of that pattern, or null where the key may be unknown
+        ok = (value is None and key not in GPU_REQUIRED) or (isinstance(value, str) and bool(arg.fullmatch(value)))
+        want = arg.pattern
+    return None if ok else f"{key} is {_brief(value)}, not {want}"
+
+
+def _brief(value):
+    """A value for a message: its type for containers, a short repr otherwise (never the whole of it)."""
+    if isinstance(value, (dict, list, tuple, set)):
+        return f"a {type(value).__name__}"
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def _keys_problems(what, data, schema, required):
+    problems = []
+    unknown = sorted(str(k) for k in data if k not in schema)
+    if unknown:
+        problems.append(f"{what}unknown keys {', '.join(_brief(k) for k in unknown[:5])}")
+    missing = [k for k in required if k not in data]
+    if missing:
+        problems.append(f"{what}missing keys {', '.join(missing)}")
+    for key, (kind, arg) in schema.items():
+        if key in data:
+            problem = _value_problem(key, data[key], kind, arg)
+            if problem:
+                problems.append(what + problem)
+    return problems
+
+
+def facts_problems(hw):
+    """What is wrong with a fact set; [] when it is sound. The one schema of ``mesh_hw``.
+
+    Facts come from nodes, and a rented node may lie: the fact set must have exactly the keys
+    ``node_facts`` and the module return, each of its type and within what a real machine can
+    report (counts, a GPU type or device file that adds no line to slurm.conf or gres.conf, free
+    text without a Jinja or shell construct). meshctl checks it before recording a node's facts
+    and again when loading them; the roles check it after gathering and before rendering.
     """
     if not isinstance(hw, dict):
         return ["not a mapping"]
-    problems = []
-    bounds = {"cpus": "cpus", "sockets": "sockets", "cores_per_socket": "cores_per_socket",
-              "threads_per_core": "threads_per_core", "real_memory_mb": "memory_mb"}  # fmt: skip
-    for key, limit in bounds.items():
-        high = LIMITS[limit]
-        value = hw.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-            problems.append(f"{key} is {value!r}, not a whole number from 1 to {high}")
+    problems = _keys_problems("", hw, FACT_KEYS, tuple(FACT_KEYS))
     gpus = hw.get("gpus", [])
     if not isinstance(gpus, list):
-        return [*problems, "gpus is not a list"]
-    for gpu in gpus:
+        return [*[p for p in problems if not p.startswith("gpus ")], "gpus is not a list"]
+    if len(gpus) > MAX_GPUS:
+        return [*problems, f"gpus lists {len(gpus)} GPUs, more than {MAX_GPUS}"]
+    for position, gpu in enumerate(gpus):
         if not isinstance(gpu, dict):
-            problems.append("a GPU entry is not a mapping")
+            problems.append(f"GPU entry {position} is not a mapping")
             continue
-        if not isinstance(gpu.get("type"), str) or not GRES_TYPE_RE.match(gpu["type"]):
-            problems.append(f"GPU type {gpu.get('type')!r} is not [a-z0-9_]+")
-        if gpu.get("file") is not None and (not isinstance(gpu["file"], str) or not DEVICE_FILE_RE.match(gpu["file"])):
-            problems.append(f"GPU file {gpu.get('file')!r} is not /dev/nvidiaN")
+        problems += _keys_problems(f"GPU {position}: ", gpu, GPU_KEYS, GPU_REQUIRED)
     return problems
 
 
@@ -262,6 +343,8 @@ def parse_nvidia_smi(text):
     text = text or ""
     if NVIDIA_SMI_FAILED in text or "couldn't communicate with the NVIDIA driver" in text:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        # Printed and recorded: only the characters the fact schema takes, at most 300 of them.
+        first = "".join(c if FREE_TEXT_RE.match(c) else "?" for c in first)[:300]
         return {"status": "failed", "gpus": [], "error": first}
     if any(_GPU_L_LINE.match(line.rstrip()) for line in text.splitlines()):
         gpus = parse_nvidia_smi_list(text)

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from meshctl import membership, preflight, runner
 from meshctl.cli import cli
 from meshctl.mesh import Mesh, Node
+from tests.hwfacts import NO_GPU
 
 PROBE = {"sudo": "root", "os_id": "debian", "os_name": "Debian 12", "arch": "x86_64", "disk_free_mb": "9000",
          "pid1": "systemd", "tun": "yes", "python3": "/usr/bin/python3", "hostname": "Box-7.example"}  # fmt: skip
@@ -30,7 +31,7 @@ def fake_preflight(monkeypatch):
     monkeypatch.setattr(preflight, "run", run)
 
 
-HW = {"cpus": 4, "sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "real_memory_mb": 3000, "gpus": []}
+HW = NO_GPU
 
 
 class FakeRunner(list):

@@ -15,6 +15,7 @@ import pytest
 from meshctl import ssh
 from meshctl.errors import InventoryError
 from meshctl.mesh import Mesh
+from tests.hwfacts import GPU, ONE_GPU
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = "all:\n  vars: {}\n  hosts:\n    head:\n      ansible_host: 100.64.0.1\n      meshctl_roles: [head, compute]\n"
@@ -247,8 +248,7 @@ def test_gpu_names_with_spaces_and_equals_become_plain_types(hw):
     assert gpu["type"] == "a_100_sxm"
 
 
-SOUND = {"cpus": 4, "sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, "real_memory_mb": 3000,
-         "gpus": [{"type": "rtx_a5000", "file": "/dev/nvidia0"}]}  # fmt: skip
+SOUND = ONE_GPU
 
 
 @pytest.mark.parametrize(
@@ -257,8 +257,8 @@ SOUND = {"cpus": 4, "sockets": 1, "cores_per_socket": 2, "threads_per_core": 2, 
         ({"cpus": "4\nPrologSlurmctld=/tmp/x"}, "cpus is"),
         ({"cpus": True}, "cpus is True"),
         ({"real_memory_mb": 0}, "real_memory_mb is 0"),
-        ({"gpus": [{"type": "a\nName=gpu File=/dev/sda", "file": "/dev/nvidia0"}]}, "GPU type"),
-        ({"gpus": [{"type": "a100", "file": "/dev/sda"}]}, "GPU file '/dev/sda'"),
+        ({"gpus": [{**GPU, "type": "a\nName=gpu File=/dev/sda"}]}, "GPU 0: type is 'a\\nName"),
+        ({"gpus": [{**GPU, "file": "/dev/sda"}]}, "GPU 0: file is '/dev/sda'"),
         ({"gpus": "all"}, "gpus is not a list"),
     ],
 )

@@ -3,6 +3,7 @@
 import io
 
 from meshctl import runner
+from tests.hwfacts import NO_GPU
 
 
 def event(kind, host, task="t", **data):
@@ -41,6 +42,6 @@ def test_reports_set_by_roles_are_collected_per_host():
     progress = runner.Progress(out=io.StringIO(), live=False)
     report = {"action": "join", "after": {"backend_state": "Running", "ipv4": "100.64.0.7"}}
     progress.event(event("runner_on_ok", "gpu1", res={"ansible_facts": {"tailscale_report": report, "other": 1}}))
-    progress.event(event("runner_on_ok", "head", res={"ansible_facts": {"mesh_hw": {"cpus": 4}}}))
+    progress.event(event("runner_on_ok", "head", res={"ansible_facts": {"mesh_hw": NO_GPU}}))
     progress.event(event("runner_on_ok", "cpu1", res={"censored": "the output has been hidden"}))  # no_log
     assert progress.reports == {"gpu1": report}
