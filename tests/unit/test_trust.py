@@ -159,8 +159,8 @@ def test_progress_refuses_reported_facts_outside_the_schema():
     progress = runner.Progress(out=out, live=False)
     bad = {**NO_GPU, "in_container": PIPE % "/tmp/x"}
     for host, hw in (("good", NO_GPU), ("evil", bad)):
-        progress.event({"event": "runner_on_ok", "event_data": {"host": host, "task": "Gather hardware facts",
-                                                                "res": {"ansible_facts": {"mesh_hw": hw}}}})  # fmt: skip
+        data = {"host": host, "task": "Gather hardware facts", "res": {"ansible_facts": {"mesh_hw": hw}}}
+        progress.event({"event": "runner_on_ok", "event_data": data})
     assert progress.hw == {"good": NO_GPU}
     assert [f.host for f in progress.failures] == ["evil"]
     assert progress.counts["evil"]["failed"] == 1
