@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 # Major releases in order. Unknown (newer) majors sort in by number.
@@ -133,6 +134,42 @@ def slurm_effective_versions(versions, mesh_major, build=True):
     return {h: (mesh_major if h in builds else v) for h, v in versions.items()}
 
 
+# A folder name part and a file name a build may use on the control machine: what the building node
+# reports (its release, its architecture, the files it built) is data, never a path of its own.
+BUILD_PART_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+BUILD_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.+~_-]{0,200}\.deb|Packages|VERSION|BUILD-INFO)$")
+
+
+class BuildPathError(ValueError):
+    """A node named a build folder or file outside the package cache."""
+
+
+def slurm_build_folder(cache_dir, major, suite, release, architecture):
+    """``CACHE/MAJOR-SUITE/RELEASE-ARCH``, each part a plain word: a node reporting its release as
+    ``x/../../root/.ssh`` gets an error, never a folder outside the cache."""
+    parts = {"major": major, "suite": suite, "release": release, "architecture": architecture}
+    for what, part in parts.items():
+        if not isinstance(part, str) or not BUILD_PART_RE.fullmatch(part) or ".." in part:
+            raise BuildPathError(f"the build folder's {what} {str(part)[:60]!r} is not a word of [a-z0-9._-]")
+    root = str(cache_dir).rstrip("/")
+    if not root.startswith("/"):
+        raise BuildPathError(f"the package cache {root!r} is not an absolute path")
+    folder = f"{root}/{major}-{suite}/{release}-{architecture}"
+    if not os.path.normpath(folder).startswith(os.path.normpath(root) + "/"):
+        raise BuildPathError(f"{folder!r} is outside {root}")
+    return folder
+
+
+def slurm_build_files(paths):
+    """The file names of a build's output listing (``find`` results or paths); an error names any
+    that is not a package or an index file (``..``, a hidden file, a path)."""
+    names = [str(p.get("path", "") if isinstance(p, dict) else p).rsplit("/", 1)[-1] for p in paths or []]
+    bad = [n for n in names if not BUILD_FILE_RE.fullmatch(n)]
+    if bad:
+        raise BuildPathError(f"build files meshctl refuses: {', '.join(repr(n[:60]) for n in bad[:5])}")
+    return sorted(names)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -143,4 +180,6 @@ class FilterModule:
             "apt_policy_version": apt_policy_version,
             "slurm_membership": slurm_membership,
             "slurm_plugins": slurm_plugins,
+            "slurm_build_folder": slurm_build_folder,
+            "slurm_build_files": slurm_build_files,
         }

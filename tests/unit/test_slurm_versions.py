@@ -180,3 +180,29 @@ def test_a_built_node_counts_with_the_version_it_will_run(sv):
 def test_a_mesh_major_that_is_no_version_is_an_error(sv):
     with pytest.raises(ValueError, match="mesh's Slurm version"):
         sv.slurm_builds(MIXED, "")
+
+
+@pytest.mark.parametrize(
+    ("release", "architecture"),
+    [("x/../../root/.ssh", "x86_64"), ("..", "x86_64"), ("trixie", "../../etc"), ("trixie\n", "x86_64"),
+     ("", "x86_64"), ("trixie", None), ("Trixie", "x86_64"), (".hidden", "x86_64")],
+)  # fmt: skip
+def test_a_build_folder_a_node_names_stays_in_the_cache(sv, release, architecture):
+    with pytest.raises(sv.BuildPathError, match="is not a word"):
+        sv.slurm_build_folder("/m/packages/slurm", "22.05", "bookworm", release, architecture)
+
+
+def test_a_sound_build_folder(sv):
+    folder = sv.slurm_build_folder("/m/packages/slurm/", "22.05", "bookworm", "trixie", "x86_64")
+    assert folder == "/m/packages/slurm/22.05-bookworm/trixie-x86_64"
+    with pytest.raises(sv.BuildPathError, match="not an absolute path"):
+        sv.slurm_build_folder("packages", "22.05", "bookworm", "trixie", "x86_64")
+
+
+def test_only_package_and_index_files_leave_a_build(sv):
+    found = [{"path": "/var/tmp/b/out/slurm-wlm_22.05.8-4_amd64.deb"}, {"path": "/var/tmp/b/out/Packages"},
+             {"path": "/var/tmp/b/out/VERSION"}, {"path": "/var/tmp/b/out/BUILD-INFO"}]  # fmt: skip
+    assert sv.slurm_build_files(found) == ["BUILD-INFO", "Packages", "VERSION", "slurm-wlm_22.05.8-4_amd64.deb"]
+    for bad in ("/x/..", "/x/.bashrc", "/x/authorized_keys", "/x/a.deb\n", "/x/-rf.deb"):
+        with pytest.raises(sv.BuildPathError, match="build files meshctl refuses"):
+            sv.slurm_build_files([*found, {"path": bad}])
