@@ -10,13 +10,11 @@ mesh then holds the head and the compute nodes as ``pending``, and ``meshctl app
 from __future__ import annotations
 
 import getpass
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshctl.errors import InventoryError, MeshctlError, UsageError
-from meshctl.mesh import check_name
+from meshctl.errors import InventoryError, UsageError
+from meshctl.mesh import check_name, removed_on_failure
 
 
 @dataclass
@@ -84,9 +82,7 @@ def init_from_inventory(path: Path, source: Path, head_group: str, compute_group
     from meshctl import membership
 
     head, computes = read_inventory(source, head_group, compute_group)
-    path = Path(path)
-    before = set(os.listdir(path)) if path.is_dir() else None
-    try:
+    with removed_on_failure(Path(path)):
         mesh, _head, report = membership.init_mesh(path, head.target, head.name, head.ssh_key, provider, None,
                                                    **init_options)  # fmt: skip
         nodes, mesh_vars = mesh.load()
@@ -96,16 +92,4 @@ def init_from_inventory(path: Path, source: Path, head_group: str, compute_group
             nodes.append(plan.node)
             reports.append(plan.report)
         mesh.save(nodes, mesh_vars)
-    except (MeshctlError, KeyboardInterrupt):
-        # Remove what this command created, nothing that was there before.
-        if before is None:
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.is_dir():
-            for entry in set(os.listdir(path)) - before:
-                target = path / entry
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target, ignore_errors=True)
-                else:
-                    target.unlink(missing_ok=True)
-        raise
     return mesh, nodes, [r for r in reports if r is not None]

@@ -7,6 +7,7 @@ mesh lock, and a node is marked ``active`` only after its playbook run succeeded
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import io
 import os
@@ -19,7 +20,7 @@ import netaddr
 
 from meshctl import hostkeys, preflight, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
-from meshctl.mesh import Mesh, Node, Target, atomic_write, check_name, parse_target
+from meshctl.mesh import LOCK, Mesh, Node, Target, atomic_write, check_name, parse_target, removed_on_failure
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
 GITIGNORE = """# Written by meshctl init. Runtime files:
@@ -163,13 +164,24 @@ def init_mesh(
             roles=["head", "compute"],
             mesh_address=mesh_address_for(target.host, address),
         )
+    created = not mesh.path.exists()
+    lock_made = not (mesh.path / LOCK).exists()
     try:
         mesh.path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the mesh folder {mesh.path}: {exc.strerror}",
                          hint="choose a folder you can write") from None  # fmt: skip
-    with mesh.lock("init"):  # two inits at once: one creates the mesh, the other is told
-        return _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id)
+    try:
+        with mesh.lock("init"), removed_on_failure(mesh.path):  # two inits at once: one creates the mesh,
+            # the other is told; a failure removes what this one wrote (the stored key too), nothing else
+            return _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id)
+    except BaseException:
+        with contextlib.suppress(OSError):  # the lock file this init made, and the folder it made
+            if lock_made:
+                (mesh.path / LOCK).unlink()
+            if created:
+                mesh.path.rmdir()
+        raise
 
 
 def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id):

@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import tempfile
@@ -317,8 +318,12 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _value in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a]: x` or `{a: 1}: x`: unhashable, no name
+                raise yaml.YAMLError(
+                    f"line {key_node.start_mark.line + 1}: a key must be plain text, not a list or mapping"
+                )
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if key in seen:
                 raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -515,6 +520,28 @@ class Mesh:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)
+
+
+@contextlib.contextmanager
+def removed_on_failure(path: Path):
+    """Run a block that creates a mesh in ``path``; on any failure remove what the block created
+    there (the folder itself when it made it), nothing that was there before, and re-raise: a
+    failed `init` leaves no secret (the Tailscale key it stored) and no half mesh behind."""
+    path = Path(path)
+    before = set(os.listdir(path)) if path.is_dir() else None
+    try:
+        yield
+    except BaseException:
+        if before is None:
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.is_dir():
+            for entry in set(os.listdir(path)) - before:
+                target = path / entry
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    target.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write(path: Path, text: str | bytes, backup: bool = False, mode: int = 0o644) -> None:

@@ -206,8 +206,13 @@ def check_tailnet_options(tags, login_server) -> None:
                 f"--tag {tag!r} is not a Tailscale tag", hint="tags look like tag:gpu (letters, digits, -)"
             )
     if login_server is not None:
-        parsed = urllib.parse.urlsplit(login_server)
-        if (parsed.scheme not in ("https", "http") or not parsed.hostname or any(c.isspace() for c in login_server)
+        try:  # urlsplit raises on a bracket it cannot read ('https://x\nbad: [')
+            parsed = urllib.parse.urlsplit(login_server)
+            hostname = parsed.hostname
+        except ValueError:
+            parsed, hostname = None, None
+        if (parsed is None or parsed.scheme not in ("https", "http") or not hostname
+                or any(c.isspace() or not c.isprintable() for c in login_server)
                 or parsed.query or parsed.fragment or login_server.startswith("-")):  # fmt: skip
             raise UsageError(f"--login-server {login_server!r} is not a server URL",
                              hint="give the coordination server's URL, e.g. https://headscale.example.com")  # fmt: skip

@@ -42,7 +42,14 @@ def vault_id_from_options(password_file: str | None, vault_id: str | None) -> st
     path = Path(source).expanduser()
     if not path.is_file():
         raise UsageError(f"vault password source {source}: no such file", hint="create it (chmod 600) or name another")
-    if path.stat().st_mode & 0o077 and not path.stat().st_mode & 0o111:
+    info = path.stat()
+    kind = "client script" if info.st_mode & 0o111 else "file"
+    if info.st_uid != os.geteuid():  # whoever owns it decides the mesh's password (or runs code as you)
+        raise UsageError(f"vault password {kind} {path} belongs to uid {info.st_uid}, not to you",
+                         hint=f"use a {kind} of your own (chown {os.geteuid()} {path})")  # fmt: skip
+    if info.st_mode & 0o022:  # a script others can change runs their code as you
+        raise UsageError(f"vault password {kind} {path} can be changed by other users", hint=f"chmod go-w {path}")
+    if info.st_mode & 0o077 and not info.st_mode & 0o111:
         raise UsageError(f"vault password file {path} is readable by others", hint=f"chmod 600 {path}")
     vault = Vault(f"{label}@{path.resolve()}")
     vault.secret()  # fail now, before anything is written, if the password cannot be read

@@ -60,6 +60,8 @@ BAD_INVENTORIES = {
         "all:\n  hosts:\n    a:\n      ansible_host: *d\n",
         "aliases",
     ),
+    "a list as a key": (GOOD + "    ? [a, b]\n    : {ansible_host: 10.0.0.2}\n", "a key must be plain text"),
+    "a mapping as a key": (GOOD + "    {a: 1}: {ansible_host: 10.0.0.2}\n", "a key must be plain text"),
     "a huge file": ("# " + "x" * (1024 * 1024 + 10) + "\n" + GOOD, "is over 1024 KiB"),
 }
 

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from meshctl import membership, runner, tailnet
 from meshctl.cli import cli
+from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.vault import Vault
 
@@ -77,6 +78,27 @@ def test_bad_vault_options_write_nothing(tmp_path, password, monkeypatch, setup,
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_client_script_others_can_change_is_refused(tmp_path, monkeypatch, mode):
+    """A script others can write would run their code as you, and decide the mesh's password."""
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    script = tmp_path / "pass-client.sh"
+    script.write_text("#!/bin/sh\necho from-a-script\n")
+    script.chmod(mode)
+    result = init(tmp_path, "--vault-id", f"lab@{script}")
+    assert result.exit_code == 2, result.output
+    assert "can be changed by other users" in result.output and "chmod go-w" in result.output
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_password_source_of_another_user_is_refused(tmp_path, monkeypatch, password):
+    from meshctl import vault
+
+    monkeypatch.setattr(vault.os, "geteuid", lambda: os.getuid() + 1)
+    with pytest.raises(UsageError, match="belongs to uid"):
+        vault.vault_id_from_options(str(password), None)
 
 
 def test_a_vault_id_with_a_client_script(tmp_path, monkeypatch):
