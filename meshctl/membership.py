@@ -392,7 +392,7 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, prog
     runner.raise_for(result, retry)
     for node in targets:
         node.state = "active"
-    result.notes = tailnet.record_addresses(targets, result)
+    result.notes = tailnet.record_addresses(targets, result, everyone, tailnet.tailnet_cidr(mesh))
     mesh.save(everyone, mesh_vars)
     return result
 
@@ -417,7 +417,7 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
     if not partial:
         runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
     if not check:
-        result.notes = tailnet.record_addresses(reached, result)
+        result.notes = tailnet.record_addresses(reached, result, nodes, tailnet.tailnet_cidr(mesh))
         changed = bool(result.notes)
         for node in reached:
             if node.state == "pending":

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import netaddr
 import yaml
 
-from meshctl import resources, runner, vault
+from meshctl import display, resources, runner, vault
 from meshctl.errors import InventoryError, PartialError, PlaybookError, UsageError
 from meshctl.mesh import Mesh, Node
 from meshctl.vault import Vault, read_secret, write_secret
@@ -253,20 +254,67 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
     return rotation_rows(members, result)
 
 
-def record_addresses(nodes: list[Node], result: runner.RunResult) -> list[str]:
+# The range Tailscale gives its nodes' IPv4 addresses (CGNAT space); group_vars' mesh_tailnet_cidr
+# narrows or moves it (a Headscale with its own prefixes).
+TAILNET_CIDR = "100.64.0.0/10"
+
+
+def tailnet_cidr(mesh: Mesh | None) -> netaddr.IPNetwork:
+    """mesh_tailnet_cidr from the mesh's group_vars/all.yml, else Tailscale's range."""
+    value = TAILNET_CIDR
+    path = mesh.path / "group_vars" / "all.yml" if mesh is not None else None
+    if path is not None and path.is_file():
+        try:
+            value = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("mesh_tailnet_cidr") or TAILNET_CIDR
+        except (OSError, ValueError, yaml.YAMLError, AttributeError):
+            value = TAILNET_CIDR
+    try:
+        return netaddr.IPNetwork(str(value), version=4)
+    except (netaddr.AddrFormatError, ValueError, TypeError):
+        raise InventoryError(f"mesh_tailnet_cidr {value!r} in group_vars/all.yml is not an IPv4 network",
+                             hint=f"use a CIDR such as {TAILNET_CIDR}") from None  # fmt: skip
+
+
+def record_addresses(nodes: list[Node], result: runner.RunResult, everyone: list[Node] = (),
+                     cidr: netaddr.IPNetwork | None = None) -> list[str]:  # fmt: skip
     """Write each node's tailnet IPv4 (from the tailscale role's report) into its record.
 
-    Returns one note per node whose address changed: the other nodes' Slurm and NFS settings
-    follow on the same run, but a user should know.
+    The address is what the node says: it is recorded only when it is an IPv4 host address inside
+    the tailnet's range (``cidr``) that no other node of ``everyone`` has; else the node keeps its
+    address and a note says why. Returns one note per node whose address changed (the other nodes'
+    Slurm and NFS settings follow on the same run, but a user should know) or was refused.
     """
+    cidr = cidr or netaddr.IPNetwork(TAILNET_CIDR)
     notes = []
     for node in nodes:
         report = result.reports.get(node.name) or {}
-        address = (report.get("after") or {}).get("ipv4")
-        if address and address != node.mesh_address:
-            notes.append(f"{node.name}: mesh address {node.mesh_address or '-'} -> {address} (its tailnet IPv4)")
-            node.mesh_address = address
+        reported = (report.get("after") or {}).get("ipv4") if isinstance(report.get("after"), dict) else None
+        if not reported or reported == node.mesh_address:
+            continue
+        problem = address_problem(reported, node, everyone, cidr)
+        if problem:
+            notes.append(f"{node.name}: reported tailnet address {display.clean(str(reported))[:60]!r} refused "
+                         f"({problem}); it keeps {node.mesh_address or 'no mesh address'}")  # fmt: skip
+            continue
+        notes.append(f"{node.name}: mesh address {node.mesh_address or '-'} -> {reported} (its tailnet IPv4)")
+        node.mesh_address = str(netaddr.IPAddress(reported))
     return notes
+
+
+def address_problem(reported: object, node: Node, everyone, cidr: netaddr.IPNetwork) -> str | None:
+    """Why a reported tailnet address cannot be recorded for ``node``, or None."""
+    if not isinstance(reported, str) or not re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", reported):
+        return "not an IPv4 address"
+    try:
+        address = netaddr.IPAddress(reported, version=4)
+    except (netaddr.AddrFormatError, ValueError):
+        return "not an IPv4 address"
+    if address not in cidr or address in (cidr.network, cidr.broadcast):
+        return f"outside the tailnet's range {cidr} (mesh_tailnet_cidr)"
+    holder = next((n.name for n in everyone if n.name != node.name and n.mesh_address == str(address)), None)
+    if holder:
+        return f"it is {holder}'s mesh address"
+    return None
 
 
 def require_rotated(rows: list[RotationRow]) -> None:

@@ -214,3 +214,44 @@ def test_errors_are_printed_sanitized(capsys):
     result = CliRunner().invoke(cli, ["remove-node", f"x{OSC52}", "--mesh", "/nonexistent"])
     assert result.exit_code != 0
     assert "\x1b" not in result.output and "\x07" not in result.output
+
+
+def _reported(**addresses):
+    result = runner.RunResult("successful", 0)
+    result.reports = {name: {"after": {"ipv4": ip}} for name, ip in addresses.items()}
+    return result
+
+
+@pytest.mark.parametrize(
+    ("reported", "why"),
+    [
+        ("8.8.8.8", "outside the tailnet's range 100.64.0.0/10"),
+        ("127.0.0.1", "outside the tailnet's range"),
+        ("100.64.0.1", "it is head's mesh address"),
+        ("100.64.0.7\nevil: 1", "not an IPv4 address"),
+        ("fd7a:115c::1", "not an IPv4 address"),
+        ("100.64.0.0", "outside the tailnet's range"),
+        (["100.64.0.9"], "not an IPv4 address"),
+    ],
+)
+def test_a_tailnet_address_outside_the_range_or_taken_is_refused(reported, why):
+    from meshctl import tailnet
+
+    head = Node("head", "10.0.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")
+    gpu1 = Node("gpu1", "10.0.0.2", state="active", mesh_address="10.0.0.2")
+    (note,) = tailnet.record_addresses([gpu1], _reported(gpu1=reported), [head, gpu1])
+    assert why in note and "refused" in note
+    assert gpu1.mesh_address == "10.0.0.2"
+
+
+def test_a_sound_tailnet_address_is_recorded_and_the_range_comes_from_group_vars(mesh):
+    from meshctl import tailnet
+
+    gpu1 = Node("gpu1", "10.0.0.2", state="active", mesh_address="10.0.0.2")
+    (note,) = tailnet.record_addresses([gpu1], _reported(gpu1="100.100.3.4"), [gpu1])
+    assert gpu1.mesh_address == "100.100.3.4" and "10.0.0.2 -> 100.100.3.4" in note
+    (mesh.path / "group_vars").mkdir()
+    (mesh.path / "group_vars" / "all.yml").write_text("mesh_tailnet_cidr: 100.100.40.0/24\n")
+    assert str(tailnet.tailnet_cidr(mesh)) == "100.100.40.0/24"
+    (note,) = tailnet.record_addresses([gpu1], _reported(gpu1="100.100.41.1"), [gpu1], tailnet.tailnet_cidr(mesh))
+    assert "outside the tailnet's range 100.100.40.0/24" in note
