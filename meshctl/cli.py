@@ -47,10 +47,12 @@ def _register() -> None:
         remove_node,
         render_node,
         rotate_authkey,
+        rotate_munge_key,
         status,
     )
 
-    for module in (init, add_node, apply, status, remove_node, rotate_authkey, render_node, forget_host_key):
+    for module in (init, add_node, apply, status, remove_node, rotate_authkey, rotate_munge_key, render_node,
+                   forget_host_key):  # fmt: skip
         cli.add_command(module.command)
 
 

@@ -557,8 +557,9 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
         runner.raise_for(result, retry)
     if name in result.unreachable:
         say(
-            f"{name}: could not be reached: its slurmd and Tailscale login were left as they are; "
-            "delete the machine at its provider (it would register with Slurm again if it booted)"
+            f"{name}: could not be reached: its slurmd, Tailscale login, munge key and MLflow account were left "
+            "as they are; delete the machine at its provider (it would register with Slurm again if it booted), "
+            "and run `meshctl rotate-munge-key`: with the mesh's munge key it can act as any user in Slurm"
         )
     mesh.save(remaining, mesh_vars)
     mesh.forget_facts(name)

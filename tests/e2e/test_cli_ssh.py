@@ -94,8 +94,10 @@ class Bed:
         assert data.startswith(b"$ANSIBLE_VAULT;"), f"secrets/{name} is not vault-encrypted"
         return Vault(f"meshctl@{self.vault_pass}").decrypt(data)
 
-    def meshctl(self, *args: str, timeout: float = 900, columns: int | None = None) -> subprocess.CompletedProcess:
+    def meshctl(self, *args: str, timeout: float = 900, columns: int | None = None,
+                env: dict | None = None) -> subprocess.CompletedProcess:  # fmt: skip
         wide = {"COLUMNS": str(columns)} if columns else {}  # tables wide enough not to fold long cells
+        wide.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "meshctl", *args],
             cwd=self.mesh if self.mesh.exists() else self.root,
@@ -496,6 +498,37 @@ def test_a_re_rented_machine_with_a_new_host_key_is_refused_until_accepted(bed):
     assert wait_state(bed, "n2", "idle") == "idle"
 
 
+def munge_starts(container: str) -> int:
+    out = subprocess.run(["docker", "exec", container, "sh", "-c", "journalctl -u munge -o cat | grep -c '^Started'"],
+                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    return int(out.strip() or 0)
+
+
+def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
+    job = bed.on_head("sbatch --parsable -w n1 --wrap 'sleep 40'").strip()
+    assert wait_job(bed, job) == "RUNNING"
+    old = bed.clear_secret("munge.key")
+    containers = {"ctl": "e2e-head", "n1": "e2e-n1", "n2": "e2e-n2"}
+    starts = {name: munge_starts(c) for name, c in containers.items()}
+    result = bed.meshctl("rotate-munge-key")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    new = bed.clear_secret("munge.key")
+    assert len(new) == 1024 and new != old
+    assert "munged restarted on ctl, n1, n2" in result.stdout
+    for name, container in containers.items():
+        on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
+                                 check=True).stdout  # fmt: skip
+        assert on_node == new, name
+        assert munge_starts(container) == starts[name] + 1, name  # one restart each
+    assert bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING"  # survived
+    assert sorted(bed.on_head("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
+    state = f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2"
+    assert wait_on_head(bed, state, "COMPLETED", 90) == "COMPLETED"  # it ended as it would have
+    again = bed.meshctl("rotate-munge-key")  # a second rotation: another key, again one restart each
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    assert bed.clear_secret("munge.key") != new
+
+
 def test_remove_node_waits_for_jobs_and_removes(bed):
     other = bed.on_head("sbatch --parsable -w n2 --wrap 'sleep 600'").strip()
     assert wait_job(bed, other) == "RUNNING"
@@ -517,6 +550,12 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
         time.sleep(1)
     assert tailnet_of("e2e-n1")["BackendState"] == "NeedsLogin"
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
+    # Nothing of the mesh's is left on the machine: it may go back to its provider.
+    left = subprocess.run(["docker", "exec", "e2e-n1", "sh", "-c",
+                           "ls /etc/munge/munge.key /etc/meshctl/task-env.d/mlflow.env /etc/profile.d/meshctl-mlflow.sh"
+                           " 2>/dev/null; grep shared-slurm /etc/fstab; systemctl is-active munge"],
+                          capture_output=True, text=True, check=False).stdout  # fmt: skip
+    assert left.split() == ["inactive"], left
     bed.on_head(f"scancel {other}")
 
 
@@ -587,3 +626,64 @@ def test_a_munge_key_others_can_read_stops_the_run_with_the_fix(bed):
     assert result.returncode != 0
     assert "is readable by others (mode 0644)" in result.stdout + result.stderr
     assert "chmod 600" in result.stdout + result.stderr
+
+
+# A hostile node's interpreter: Ansible runs a module by piping it into the discovered python3.11
+# with no arguments; this wrapper hands the real interpreter's output back with one fact rewritten
+# into a Jinja lookup that would touch a file on the control machine if anything templated it.
+# Every other use of python3.11 (with arguments, from a venv) runs the real one unchanged.
+WRAPPER = """#!/bin/bash
+if [ $# -eq 0 ]; then
+  lookup='{{ lookup(\\x27pipe\\x27, \\x27touch WITNESS\\x27) }}'
+  /usr/bin/python3.11.real | sed "s|\\"in_container\\": [a-z]*|\\"in_container\\": \\"$lookup\\"|"
+  exit "${PIPESTATUS[0]}"
+fi
+exec -a "$0" /usr/bin/python3.11.real "$@"
+"""
+
+
+def test_a_hostile_node_is_refused_by_name_and_runs_nothing_on_the_control_machine(bed):
+    """Issue 27: a node whose python3 rewrites what its modules return (facts made Jinja), and a facts
+    file such a node got recorded by an earlier meshctl, for apply --limit of another node, remove-node
+    and add-node: each is refused naming the node, and no lookup ever runs here."""
+    witness = bed.root / "pwned"
+    plain = {"MESHCTL_MITOGEN": "0"}  # the wrapper reads modules from stdin, as plain Ansible sends them
+    script = WRAPPER.replace("WITNESS", str(witness))
+    install = ("set -e; [ -e /usr/bin/python3.11.real ] || mv /usr/bin/python3.11 /usr/bin/python3.11.real; "
+               "cat > /usr/bin/python3.11; chmod 755 /usr/bin/python3.11")  # fmt: skip
+    subprocess.run(["docker", "exec", "-i", "e2e-n2", "bash", "-c", install], input=script, text=True, check=True)
+    sound = json.loads((bed.mesh / "facts" / "n2.json").read_text())
+    try:
+        # The node as it is now: its facts come back as a lookup, and are refused.
+        module = "print('{\"in_container\": true}')"
+        tampered = subprocess.run(["docker", "exec", "-i", "e2e-n2", "python3.11"], input=module,
+                                  capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert "lookup('pipe', 'touch" in tampered  # the wrapper really rewrites module output
+        converged = bed.meshctl("apply", "--limit", "n2", env=plain)
+        assert converged.returncode == 5, converged.stdout[-3000:] + converged.stderr
+        assert "n2 reported hardware facts meshctl refuses: in_container is" in converged.stdout + converged.stderr
+        assert json.loads((bed.mesh / "facts" / "n2.json").read_text()) == sound  # nothing recorded
+        # Facts recorded before this check existed: refused when loaded, named, never templated.
+        planted = {**sound, "in_container": "{{ lookup('pipe', 'touch " + str(witness) + "') }}"}
+        (bed.mesh / "facts" / "n2.json").write_text(json.dumps(planted))
+        other = bed.meshctl("apply", "--limit", "n3", env=plain)
+        assert other.returncode == 5, other.stdout[-3000:] + other.stderr
+        assert "n2: its recorded facts (facts/n2.json) are refused" in other.stdout
+        assert "n2 has no hardware facts" in other.stderr  # the head will not render Slurm's files without them
+        removed = bed.meshctl("remove-node", "n2", "--force", env=plain)
+        assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
+        assert "n2" not in (bed.mesh / "mesh.yml").read_text() and not (bed.mesh / "facts" / "n2.json").exists()
+        # The same machine added again: refused by name, recorded as pending only, no facts file.
+        added = bed.meshctl("add-node", f"root@{N2}", "--name", "evil", "--ssh-key", str(bed.key), "--provider",
+                            "local", env=plain)  # fmt: skip
+        assert added.returncode == 5, added.stdout[-3000:] + added.stderr
+        assert "evil reported hardware facts meshctl refuses" in added.stdout + added.stderr
+        assert not (bed.mesh / "facts" / "evil.json").exists()
+        assert {n.name: n.state for n in Mesh(bed.mesh).load()[0]}["evil"] == "pending"
+        assert not witness.exists()  # no lookup ran on the control machine, in any of the four runs
+    finally:
+        subprocess.run(["docker", "exec", "e2e-n2", "bash", "-c",
+                        "[ -e /usr/bin/python3.11.real ] && mv -f /usr/bin/python3.11.real /usr/bin/python3.11"],
+                       check=False)  # fmt: skip
+        if "evil" in (bed.mesh / "mesh.yml").read_text():
+            bed.meshctl("remove-node", "evil", "--force")

@@ -232,7 +232,35 @@ def test_remove_node_of_a_stopped_node_still_removes_it(mesh, fake_runner):
     result = invoke(mesh, "remove-node", "gpu1")
     assert result.exit_code == 0, result.output
     assert "could not be reached" in result.output and "delete the machine" in result.output
+    assert "run `meshctl rotate-munge-key`" in result.output  # it still holds the mesh's munge key
     assert [n.name for n in mesh.load()[0]] == ["head"]
+
+
+def test_rotate_munge_key_stores_a_new_key_and_runs_on_every_active_node(mesh, fake_runner):
+    add_active(mesh, "gpu1", "cpu1")
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("new1", "100.64.0.40", mesh_address="100.64.0.40"))  # pending: not yet a member
+    mesh.save(nodes, mesh_vars)
+    key = mesh.secrets / "munge.key"
+    mesh.secrets.mkdir(mode=0o700, exist_ok=True)
+    key.write_bytes(b"old" * 100)
+    result = invoke(mesh, "rotate-munge-key")
+    assert result.exit_code == 0, result.output
+    new = key.read_bytes()
+    assert len(new) == 1024 and new != b"old" * 100 and key.stat().st_mode & 0o777 == 0o600
+    (call,) = fake_runner
+    assert call["playbook"] == "rotate_munge_key.yml" and call["limit"] == "localhost,head,gpu1,cpu1"
+    assert new.hex()[:32] not in result.output and "installed on cpu1, gpu1, head" in result.output
+
+
+def test_rotate_munge_key_with_a_node_down_exits_partial_naming_it(mesh, fake_runner):
+    add_active(mesh, "gpu1")
+    fake_runner.unreachable = ["gpu1"]
+    result = invoke(mesh, "rotate-munge-key")
+    assert result.exit_code == 7, result.output
+    assert "Not reached" in result.output and "apply --limit gpu1" in result.output
+    fake_runner.unreachable = ["head"]
+    assert invoke(mesh, "rotate-munge-key").exit_code == 5
 
 
 def test_remove_node_that_fails_on_the_head_keeps_it(mesh, fake_runner):

@@ -1,0 +1,29 @@
+"""meshctl rotate-munge-key: a new munge key on every node."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import display, munge, runner
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, verbose_option, wait_option
+
+
+@click.command("rotate-munge-key")
+@mesh_option
+@wait_option
+@verbose_option
+def command(mesh_dir, wait, verbosity) -> None:
+    """Replace the mesh's munge key and install it on every active node.
+
+    Do this after a node left the mesh while it could not be reached (it still holds the old key),
+    or when the key may have been read. munged restarts once on each node; running jobs keep running.
+    """
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock("rotate-munge-key", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        result = munge.rotate(mesh, nodes, mesh_vars, runner.Progress(), verbosity)
+    reached = sorted(h for h in result.stats if h != "localhost")
+    restarted = sorted(h for h, tasks in result.changed.items() if any("new munge key" in t for t in tasks))
+    display.echo(f"new munge key stored in {munge.key_path(mesh)} and installed on {', '.join(reached)}; "
+                 f"munged restarted on {', '.join(restarted) or 'none (they had it)'}")  # fmt: skip

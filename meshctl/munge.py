@@ -1,0 +1,50 @@
+"""The mesh's munge key: made once, replaced by `meshctl rotate-munge-key`.
+
+Whoever holds the key can act as any user towards Slurm on every node. A node that left the mesh
+while it could not be reached (a rented machine gone back to its provider, a hostile one) still
+holds it: rotating gives every active node a new key, so the old one opens nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from meshctl import membership, resources, runner, vault
+from meshctl.errors import InventoryError, PartialError
+from meshctl.mesh import Mesh, Node
+
+KEY_BYTES = 1024
+
+
+def key_path(mesh: Mesh) -> Path:
+    """secrets/<the file the munge role's munge_key_file names>."""
+    return mesh.secrets / resources.secret_file_name("munge", "munge_key_file")
+
+
+def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0) -> runner.RunResult:
+    """Store a new key (0600, vault-encrypted when the mesh has a vault) and install it on every
+    active node (playbooks/rotate_munge_key.yml: one munged restart per node, in one round).
+
+    Unreachable nodes keep the old key, so they cannot talk to Slurm until `meshctl apply --limit
+    NODE` gives them the new one: they are listed (exit 7, partial); the head unreachable is an error.
+    """
+    members = [n for n in nodes if n.state == "active"]
+    head = membership.head_of(nodes)
+    if head not in members:
+        raise InventoryError("the head is not active yet", hint="run `meshctl apply` first; it makes the first key")
+    vault.write_secret(key_path(mesh), os.urandom(KEY_BYTES), vault.for_mesh(mesh_vars))
+    result = membership.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
+    if result.failed or head.name in result.unreachable:
+        runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
+                         "again (or `meshctl apply`, which installs it too)")  # fmt: skip
+    unreachable = membership.unreachable_rows(result)
+    if unreachable:
+        raise PartialError(
+            f"the new munge key is on {len(members) - len(unreachable)} node(s); "
+            f"{len(unreachable)} could not be reached: {', '.join(unreachable)}",
+            hint="they cannot talk to Slurm until they have it: start them and run `meshctl apply --limit NODE`",
+            unreachable=unreachable,
+            todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
+        )
+    return result
