@@ -201,20 +201,16 @@ def _show(value: object) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-class Unsafe(str):
-    """Text a node reported: written into a run's inventory as YAML ``!unsafe``, so Ansible never
-    templates it (ansible-core templates every other string of a YAML inventory)."""
+class Unsafe(dict):
+    """A mapping a node reported: written into a run's inventory as one YAML ``!unsafe`` mapping, so
+    Ansible never templates anything in it (ansible-core templates every other string of a YAML
+    inventory). The tag goes on the mapping, never on a single scalar: Ansible resolves an
+    ``!unsafe`` scalar's type again from its text, quotes or not ('22.05' would become 22.05)."""
 
 
-def unsafe(value: object) -> object:
-    """``value`` with every string in it (keys left as they are) made ``Unsafe``."""
-    if isinstance(value, str):
-        return Unsafe(value)
-    if isinstance(value, dict):
-        return {k: unsafe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [unsafe(v) for v in value]
-    return value
+def unsafe(value: dict) -> Unsafe:
+    """``value`` marked as node data (the tag covers everything inside it)."""
+    return Unsafe(value)
 
 
 def facts_problems(hw: object) -> list[str]:

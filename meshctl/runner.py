@@ -207,10 +207,11 @@ class Progress:
 
 
 class InventoryDumper(yaml.SafeDumper):
-    """YAML for a run's inventory: text a node reported (``mesh.Unsafe``) is tagged ``!unsafe``."""
+    """YAML for a run's inventory: a mapping a node reported (``mesh.Unsafe``) is tagged ``!unsafe``,
+    which Ansible applies to everything inside it."""
 
 
-InventoryDumper.add_representer(Unsafe, lambda dumper, text: dumper.represent_scalar("!unsafe", str(text)))
+InventoryDumper.add_representer(Unsafe, lambda dumper, data: dumper.represent_mapping("!unsafe", dict(data)))
 
 
 def limit_to(names) -> str:

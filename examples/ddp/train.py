@@ -12,6 +12,7 @@ interface variables it saw.
 from __future__ import annotations
 
 import argparse
+import getpass
 import hashlib
 import json
 import os
@@ -49,7 +50,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--experiment", default="meshctl-ddp")
+    # One experiment per user: MLflow gives an account nothing on experiments others made.
+    parser.add_argument("--experiment", default=f"meshctl-ddp-{getpass.getuser()}")
     args = parser.parse_args()
 
     use_cuda = torch.cuda.is_available()

@@ -92,7 +92,7 @@ def _value_problem(key, value, kind, arg):
     elif kind == "bool":
         ok, want = isinstance(value, bool), "true or false"
     elif kind == "choice":
-        ok, want = any(value is c or (type(value) is type(c) and value == c) for c in arg), f"one of {list(arg)}"
+        ok, want = any(_same(value, c) for c in arg), f"one of {list(arg)}"
     elif kind == "text":
         ok = value is None or (isinstance(value, str) and len(value) <= arg and bool(FREE_TEXT_RE.fullmatch(value)))
         want = f"plain text of at most {arg} characters"
@@ -100,6 +100,16 @@ def _value_problem(key, value, kind, arg):
         ok = (value is None and key not in GPU_REQUIRED) or (isinstance(value, str) and bool(arg.fullmatch(value)))
         want = arg.pattern
     return None if ok else f"{key} is {_brief(value)}, not {want}"
+
+
+def _same(value, choice):
+    """``value`` is ``choice``: text equal as text (Ansible hands plugins str subclasses), a number
+    as a number (never a bool, never text), None as None."""
+    if choice is None or isinstance(choice, bool) or isinstance(value, bool):
+        return value is choice
+    if isinstance(choice, str):
+        return isinstance(value, str) and value == choice
+    return isinstance(value, int) and value == choice
 
 
 def _brief(value):

@@ -246,9 +246,14 @@ def test_no_secret_leaks_to_files_logs_or_command_lines(bed):
     on_node = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/munge/munge.key"], capture_output=True,
                              check=True).stdout  # fmt: skip
     assert on_node == munge
-    account = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/meshctl/task-env.d/mlflow.env"],
+    # Root's own MLflow account (derived from the admin password and its name), never the admin's.
+    account = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/meshctl/task-env.d/users/root/mlflow.env"],
                              capture_output=True, check=True).stdout  # fmt: skip
-    assert b"MLFLOW_TRACKING_PASSWORD=" + mlflow_password in account
+    root_password = hashlib.sha256(mlflow_password + b":mlflow-account:root").hexdigest().encode()
+    assert account == b"MLFLOW_TRACKING_USERNAME=root\nMLFLOW_TRACKING_PASSWORD=" + root_password + b"\n"
+    grep = ["grep", "-rqsF", "-f", "/dev/stdin", "/etc", "/root", "/opt/meshctl", "/var/tmp"]
+    admin_on_n1 = subprocess.run(["docker", "exec", "-i", "e2e-n1", *grep], input=mlflow_password, capture_output=True)
+    assert admin_on_n1.returncode == 1  # the admin password is on no compute node
     needles = {
         "tailscale key A": KEY_A.encode(),
         "tailscale key B": KEY_B.encode(),
@@ -552,7 +557,7 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
     assert node_key("e2e-n1") == ""  # the mesh's key is gone from the node
     # Nothing of the mesh's is left on the machine: it may go back to its provider.
     left = subprocess.run(["docker", "exec", "e2e-n1", "sh", "-c",
-                           "ls /etc/munge/munge.key /etc/meshctl/task-env.d/mlflow.env /etc/profile.d/meshctl-mlflow.sh"
+                           "ls /etc/munge/munge.key /etc/meshctl/task-env.d/users /etc/profile.d/meshctl-mlflow.sh"
                            " 2>/dev/null; grep shared-slurm /etc/fstab; systemctl is-active munge"],
                           capture_output=True, text=True, check=False).stdout  # fmt: skip
     assert left.split() == ["inactive"], left

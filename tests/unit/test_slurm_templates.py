@@ -335,6 +335,13 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
         "EVIL=$(touch /tmp/owned)\nSPACED=a b\n# a comment\n"
     )
     (folder / "notes.txt").write_text("IGNORED=1\n")
+    import getpass
+
+    mine = folder / "users" / getpass.getuser()
+    mine.mkdir(parents=True)
+    (mine / "mlflow.env").write_text("MLFLOW_TRACKING_USERNAME=me\n")
+    (folder / "users" / "someone-else").mkdir()
+    (folder / "users" / "someone-else" / "mlflow.env").write_text("MLFLOW_TRACKING_USERNAME=someone-else\n")
     script = env.get_template("task_prolog.sh.j2").render(
         ansible_managed="Ansible managed", mesh_address="100.101.1.11", slurm_task_environment={},
         slurm_task_environment_dir=str(folder),
@@ -342,4 +349,8 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
     run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
     exports = [line for line in run.stdout.splitlines() if "MESH_ADDRESS" not in line and "IFNAME" not in line]
     exports = [line for line in exports if "btl_tcp" not in line]
-    assert exports == ["export MLFLOW_TRACKING_USERNAME=mesh", "export MLFLOW_TRACKING_PASSWORD=0123abcd"]
+    assert exports == [
+        "export MLFLOW_TRACKING_USERNAME=mesh",
+        "export MLFLOW_TRACKING_PASSWORD=0123abcd",
+        "export MLFLOW_TRACKING_USERNAME=me",
+    ]  # the job user's own folder, no one else's
