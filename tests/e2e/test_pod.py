@@ -160,6 +160,9 @@ def test_add_node_of_a_pod_gives_an_idle_node_that_runs_jobs(bed):
         assert re.search(rf"^{name}\s+RUNNING", programs, re.M), programs
     assert "libproxychains" in on(POD_NAME, "tr '\\0' '\\n' < /proc/$(supervisorctl pid slurmd)/environ")
     assert on(POD_NAME, "cat /proc/1/comm").strip() != "systemd"
+    # The proxy is not on 127.0.0.1, where tailscaled's netstack hands tailnet peers' connections.
+    probe = "import socket; print([socket.socket().connect_ex((a, 1055)) == 0 for a in ('127.0.0.2', '127.0.0.1')])"
+    assert on(POD_NAME, f'python3 -c "{probe}"').strip() == "[True, False]"
 
 
 def test_batch_and_srun_jobs_run_on_the_pod(bed):
