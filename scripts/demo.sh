@@ -107,7 +107,7 @@ echo "==> The run in MLflow (asked on the head)"
 "${SSH[@]}" "root@$HEAD" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<PY
 import base64, json, os, urllib.request
 api = os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow"
-# The tracking server asks for the mesh's account, which root's login shell has from the profile snippet.
+# The tracking server asks for an account: root's own, which root's login shell has from the profile snippet.
 account = "%s:%s" % (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"])
 auth = {"Authorization": "Basic " + base64.b64encode(account.encode()).decode()}
 get = lambda path: json.load(urllib.request.urlopen(urllib.request.Request(api + path, headers=auth)))
