@@ -470,9 +470,15 @@ def tailnet_ok(node: Node, tailnet: str | None) -> bool:
     return parts[:2] == ["Running", node.mesh_address] and (node.pod or "userspace" not in parts)
 
 
+def _mapping(value: object) -> dict | None:
+    """A health fact that is a mapping, else None (one refused by ``health.checked`` is a word)."""
+    return value if isinstance(value, dict) else None
+
+
 def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tailnet: bool) -> NodeStatus:
     """One row from what the node's roles reported (``<role>_health``) and the head's view of Slurm."""
-    daemons = (health.get("slurm_health") or {}).get("daemons") or {}
+    slurm_health = health.get("slurm_health")
+    daemons = (slurm_health.get("daemons") if isinstance(slurm_health, dict) else None) or {}
     row = NodeStatus(
         node.name,
         True,
@@ -480,7 +486,7 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
         daemon=", ".join(f"{d} {state}" for d, state in daemons.items()),
         slurm=in_slurm.get("state", "absent"),
         nfs=str(health.get("nfs_server_health" if is_head else "nfs_client_health", "?")),
-        tailnet=tailnet_text(health.get("tailscale_health")) if on_tailnet else "-",
+        tailnet=tailnet_text(_mapping(health.get("tailscale_health"))) if on_tailnet else "-",
         gpus="" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"],
     )
     ready = bool(in_slurm.get("ready")) or "compute" not in node.roles
@@ -526,15 +532,19 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
     )
     said = {f.host: f.message for f in result.failures}
     head_health = result.health.get(head.name, {})
-    slurm_nodes = (head_health.get("slurm_health") or {}).get("nodes") or {}
-    sinfo_ok = bool((head_health.get("slurm_health") or {}).get("sinfo_ok"))
+    head_slurm = _mapping(head_health.get("slurm_health")) or {}
+    slurm_nodes = head_slurm.get("nodes") or {}
+    sinfo_ok = bool(head_slurm.get("sinfo_ok"))
     rows = []
     for node in nodes:
         if node.name in result.unreachable or node.name not in result.health:
             rows.append(NodeStatus(node.name, False, error=said.get(node.name, "did not answer")))
             continue
-        rows.append(node_status(node, node is head, result.health[node.name], slurm_nodes.get(node.name, {}),
-                                on_tailnet))  # fmt: skip
+        row = node_status(node, node is head, result.health[node.name], slurm_nodes.get(node.name, {}), on_tailnet)
+        if node.name in result.refused_health:  # a report outside its shape: never shown as sent
+            row.healthy = False
+            row.error = "reported what meshctl refuses (" + "; ".join(result.refused_health[node.name]) + ")"
+        rows.append(row)
     mlflow = str(head_health.get("mlflow_health", "unreachable"))
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
 

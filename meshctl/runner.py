@@ -21,7 +21,7 @@ from pathlib import Path
 import ansible_runner
 import yaml
 
-from meshctl import display, hostkeys, resources, ssh
+from meshctl import display, health, hostkeys, resources, ssh
 from meshctl.errors import EnvironmentProblem, PlaybookError
 from meshctl.mesh import Unsafe, facts_problems
 
@@ -52,6 +52,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)  # what meshctl learned from the run, for the user
     hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
     health: dict[str, dict] = field(default_factory=dict)  # per host: the <role>_health facts (status.yml)
+    refused_health: dict[str, list[str]] = field(default_factory=dict)  # per host: health facts refused
 
     @property
     def ok(self) -> bool:
@@ -115,6 +116,7 @@ class Progress:
         self.reports: dict[str, dict] = {}
         self.hw: dict[str, dict] = {}
         self.health: dict[str, dict] = defaultdict(dict)
+        self.refused_health: dict[str, list[str]] = {}  # host -> what it reported outside the schema
         self._rich = None
         if self.live:
             from rich.live import Live
@@ -156,7 +158,9 @@ class Progress:
                 self._hardware(host, data.get("task", ""), facts[HW_FACT])
             for name, value in facts.items():
                 if name.endswith(HEALTH_SUFFIX):
-                    self.health[host][name] = value
+                    self.health[host][name], problem = health.checked(name, value)
+                    if problem:
+                        self.refused_health.setdefault(host, []).append(f"{name}: {problem}")
             if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
                 self._say(f"    {host}: {res['msg']}")
             for text in diff_lines(res.get("diff")):
@@ -370,6 +374,7 @@ def run_playbook(
             dict(progress.reports),
             hw=dict(progress.hw),
             health=dict(progress.health),
+            refused_health=dict(progress.refused_health),
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)

@@ -1,5 +1,6 @@
 """meshctl status decisions from what the roles report (`<role>_health` facts), ansible-runner faked."""
 
+import io
 import json
 
 import pytest
@@ -64,8 +65,13 @@ class FakeStatus(list):
         self.append({"playbook": playbook, "inventory": inventory, **kw})
         failures = [runner.Failure(h, "Munge", "ssh: connect to host: Connection timed out") for h in self.unreachable]
         stats = {h: {"ok": 3} for h in self.health} | {h: {"unreachable": 1} for h in self.unreachable}
+        # What the nodes report goes through the run's event handler, as in a real run (its schema).
+        progress = runner.Progress(out=io.StringIO(), live=False)
+        for host, facts in self.health.items():
+            if host not in self.unreachable:
+                progress.event({"event": "runner_on_ok", "event_data": {"host": host, "res": {"ansible_facts": facts}}})
         return runner.RunResult("failed" if failures else "successful", 4 if failures else 0, failures, stats,
-                                health={h: v for h, v in self.health.items() if h not in self.unreachable})  # fmt: skip
+                                health=dict(progress.health), refused_health=progress.refused_health)  # fmt: skip
 
 
 @pytest.fixture
@@ -192,3 +198,18 @@ def test_progress_collects_health_facts_per_host():
     res = {"ansible_facts": {"slurm_health": {"daemons": {"slurmd": "active"}}}, "changed": False}
     progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": res}})
     assert progress.health == {"gpu1": {"munge_health": "active", "slurm_health": {"daemons": {"slurmd": "active"}}}}
+
+
+def test_health_a_node_reports_outside_its_shape_is_refused_never_shown(mesh, fake, capsys):
+    """A hostile node's status words: an escape sequence, a line break, a tailnet address that is not one."""
+    hostile = node_health(munge="active\x1b]52;c;aWQK\x07", tailnet=ts("Running", "8.8.8.8\nx"))
+    hostile["slurm_health"] = {"daemons": {"slurmd": "active"}, "owner": "x"}
+    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": hostile}
+    nodes, _vars = mesh.load()
+    rows, _mlflow, healthy = membership.status(mesh, nodes, {"mesh_tailscale": True})
+    cpu1 = next(r for r in rows if r.name == "cpu1")
+    assert not healthy and not cpu1.healthy
+    assert cpu1.munge == "refused" and "reported what meshctl refuses" in cpu1.error
+    assert "munge_health: not a status word" in cpu1.error and "tailscale_health: ipv4" in cpu1.error
+    assert "slurm_health: not a mapping" in cpu1.error
+    assert "\x1b" not in repr(rows) and "8.8.8.8" not in repr(rows)
