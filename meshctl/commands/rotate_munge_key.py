@@ -24,6 +24,7 @@ def command(mesh_dir, wait, verbosity) -> None:
         nodes, mesh_vars = mesh.load()
         result = munge.rotate(mesh, nodes, mesh_vars, runner.Progress(), verbosity)
     reached = sorted(h for h in result.stats if h != "localhost")
-    restarted = sorted(h for h, tasks in result.changed.items() if any("new munge key" in t for t in tasks))
+    # The key's copy is no_log (its result, "changed" included, is hidden): the restart says it changed.
+    restarted = sorted(h for h, tasks in result.changed.items() if any("Restart munge" in t for t in tasks))
     display.echo(f"new munge key stored in {munge.key_path(mesh)} and installed on {', '.join(reached)}; "
                  f"munged restarted on {', '.join(restarted) or 'none (they had it)'}")  # fmt: skip
