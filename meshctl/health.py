@@ -50,19 +50,26 @@ def _slurm(value: object) -> str | None:
     return None
 
 
+TAILSCALE_KEYS = {"backend_state", "hostname", "ipv4", "ipv6", "key_expiry", "version", "userspace"}
+
+
 def _tailscale(value: object) -> str | None:
-    if not isinstance(value, dict) or set(value) - {"backend_state", "ipv4", "userspace"}:
-        return "not a mapping of backend_state, ipv4 and userspace"
+    """The tailscale_status filter's mapping (plugins/filter/tailscale_status.py)."""
+    if not isinstance(value, dict) or set(value) - TAILSCALE_KEYS:
+        return f"not a mapping of {', '.join(sorted(TAILSCALE_KEYS))}"
     if not _word(value.get("backend_state")):
         return "backend_state is not a word"
-    address = value.get("ipv4")
-    if address is not None:
-        if not isinstance(address, str) or not re.fullmatch(r"[0-9.]{7,15}", address):
-            return "ipv4 is not an IPv4 address"
+    for key, version in (("ipv4", 4), ("ipv6", 6)):
+        address = value.get(key)
+        if address is None:
+            continue
         try:
-            netaddr.IPAddress(address, version=4)
-        except (netaddr.AddrFormatError, ValueError):
-            return "ipv4 is not an IPv4 address"
+            netaddr.IPAddress(address, version=version, flags=netaddr.INET_PTON)
+        except (netaddr.AddrFormatError, ValueError, TypeError):
+            return f"{key} is not an IPv{version} address"
+    for key in ("hostname", "key_expiry", "version"):
+        if value.get(key) is not None and not (isinstance(value[key], str) and TEXT_RE.fullmatch(value[key])):
+            return f"{key} is not plain text"
     if not isinstance(value.get("userspace", False), bool):
         return "userspace is not true or false"
     return None

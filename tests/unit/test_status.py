@@ -213,3 +213,20 @@ def test_health_a_node_reports_outside_its_shape_is_refused_never_shown(mesh, fa
     assert "munge_health: not a status word" in cpu1.error and "tailscale_health: ipv4" in cpu1.error
     assert "slurm_health: not a mapping" in cpu1.error
     assert "\x1b" not in repr(rows) and "8.8.8.8" not in repr(rows)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["needslogin-1.94.2-proxmox-linux-no-ips.txt", "legacy-2020-format-tailaddr-derp-peers.txt"],
+)
+def test_the_tailscale_roles_real_reports_pass_the_health_schema(name):
+    """What the tailscale role sets (its filter on real `tailscale status --json` captures) is taken as sent."""
+    from meshctl import health
+    from tests.conftest import fixture_text, load_file
+
+    report = load_file("plugins/filter/tailscale_status.py").tailscale_status(fixture_text(f"tailscale-status/{name}"))
+    assert health.checked("tailscale_health", report) == (report, None)
+    running = {**report, "backend_state": "Running", "ipv4": "100.101.1.2", "ipv6": "fd7a:115c:a1e0::1",
+               "hostname": "gpu1", "key_expiry": "2026-05-01T10:00:00Z", "version": "1.94.2-t1a2b3c4d"}  # fmt: skip
+    assert health.checked("tailscale_health", running) == (running, None)
+    assert health.checked("tailscale_health", {**report, "ipv6": "fd7a::1\nx"})[1] == "ipv6 is not an IPv6 address"
