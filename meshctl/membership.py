@@ -198,7 +198,7 @@ def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault
     if vault_id is not None:  # checked (password readable) by vault.vault_id_from_options
         mesh_vars[vault.MESH_VAR] = vault_id
         mesh_vault = vault.for_mesh(mesh_vars)
-        vault.ensure_generated_secrets(mesh.secrets, mesh_vault)
+    vault.ensure_generated_secrets(mesh.secrets, mesh_vault)
     group_vars = GROUP_VARS_ALL + slurm_major_text(report)
     if tailscale_key is not None:
         tailnet.store_key(mesh, tailscale_key, mesh_vault)
@@ -248,8 +248,7 @@ def run(
     limit = None
     if targets is not None:
         limit = runner.limit_to(n.name for n in [*targets, *leaving])
-    if not check:
-        vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
+    vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))  # dry runs read them too
     progress = progress or runner.Progress()
     inventory = mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets})
     for name, why in sorted(mesh.refused_facts.items()):

@@ -131,9 +131,9 @@ GENERATED = {
 
 
 def ensure_generated_secrets(folder: Path, vault: Vault | None) -> None:
-    """With a vault, meshctl makes the munge key and MLflow's password itself (encrypted): no clear copy is written."""
-    if vault is None:
-        return
+    """meshctl makes the munge key and MLflow's password itself, once, atomically (0600 from the
+    start; encrypted with a vault, so no clear copy is written): `init` does, and every run after
+    it makes one that is missing, before Ansible starts (a dry run's copy tasks find them)."""
     for (role, variable), make in GENERATED.items():
         path = folder / resources.secret_file_name(role, variable)
         if not path.exists():

@@ -1,5 +1,6 @@
 """CLI argument handling with CliRunner; SSH preflight and ansible-runner mocked."""
 
+import re
 import subprocess
 
 import pytest
@@ -319,6 +320,10 @@ def test_init_makes_a_mesh_directory_for_git(tmp_path, monkeypatch):
                                       "--name", "desk"])  # fmt: skip
     assert result.exit_code == 0, result.output
     m = Mesh(tmp_path / "m")
+    # init made the mesh's secrets itself, 0600, before any run (a first `apply --check` copies them).
+    assert len((m.secrets / "munge.key").read_bytes()) == 1024
+    assert re.fullmatch(rb"[0-9a-f]{48}", (m.secrets / "mlflow_password").read_bytes())
+    assert {p.stat().st_mode & 0o777 for p in m.secrets.iterdir()} == {0o600}
     (m.secrets / "munge.key").write_bytes(b"\x00key")
     (m.path / "mesh.lock").write_text("123 apply\n")
     (m.path / "packages" / "slurm" / "22.05-bookworm" / "trixie-x86_64").mkdir(parents=True)
