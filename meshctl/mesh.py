@@ -34,6 +34,13 @@ FACTS = "facts"  # one <node>.json per node: its hardware facts (mesh_hw) after 
 PROVIDERS = ("local", "paperspace", "lambda", "runpod", "generic")
 ROLES = ("head", "compute")
 STATES = ("pending", "active")
+# Host variables meshctl writes from a node's record; any other a user adds is kept as written.
+MANAGED_HOSTVARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "mesh_provider",
+                    "meshctl_roles", "meshctl_state", "mesh_address", "ansible_become", "ansible_connection",
+                    "mesh_pod")  # fmt: skip
+RUN_HOSTVARS = ("mesh_hw",)  # what a run's inventory sets from recorded facts: never a user's
+VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machine meshctl runs on
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
@@ -109,6 +116,7 @@ class Node:
     mesh_address: str | None = None
     connection: str = "ssh"  # "local" for a head that is the machine meshctl runs on
     pod: bool = False  # no systemd: its daemons run under supervisor (group "pod"; roles/pod)
+    extra: dict = field(default_factory=dict)  # host variables a user added in mesh.yml: kept as written
 
     def validate(self) -> None:
         check_name(self.name)
@@ -145,8 +153,12 @@ class Node:
             hv["ansible_become"] = True
         if self.connection == "local":
             hv["ansible_connection"] = "local"
+            # The system's Python (python3-apt, the distribution's modules), never meshctl's venv,
+            # which interpreter discovery would find first on this machine (unless the user set one).
+            hv["ansible_python_interpreter"] = LOCAL_PYTHON
         if self.pod:
             hv["mesh_pod"] = True
+        hv.update(self.extra)  # what the user added (never one of the keys above: from_hostvars)
         return hv
 
     @classmethod
@@ -178,6 +190,18 @@ class Node:
         if not USER_RE.fullmatch(user):
             raise InventoryError(f"node {name}: ansible_user {user!r} is not a user name",
                                  hint="use a login name (lowercase letters, digits, _ . -)")  # fmt: skip
+        connection = "local" if hv.get("ansible_connection") == "local" else "ssh"
+        managed = set(MANAGED_HOSTVARS)
+        if connection == "local" and hv.get("ansible_python_interpreter") == LOCAL_PYTHON:
+            managed.add("ansible_python_interpreter")  # meshctl's own default for a local head
+        extra = {k: v for k, v in hv.items() if k not in managed}
+        for key in extra:
+            if not isinstance(key, str) or not VAR_RE.fullmatch(key):
+                raise InventoryError(f"node {name}: host variable {_show(key)} is not a variable name",
+                                     hint="use letters, digits and _, not starting with a digit")  # fmt: skip
+            if key in RUN_HOSTVARS:
+                raise InventoryError(f"node {name}: {key} is meshctl's to set (the facts a node reported)",
+                                     hint=f"remove {key} from mesh.yml")  # fmt: skip
         return cls(
             name=name,
             host=text("ansible_host", required=True),
@@ -188,8 +212,9 @@ class Node:
             roles=list(roles),
             state=text("meshctl_state", "pending"),
             mesh_address=text("mesh_address"),
-            connection="local" if hv.get("ansible_connection") == "local" else "ssh",
+            connection=connection,
             pod=pod,
+            extra=extra,
         )
 
 
@@ -220,10 +245,14 @@ def facts_problems(hw: object) -> list[str]:
     return hardware.mesh_hw().facts_problems(hw)
 
 
+DERIVED_GROUPS = (*ROLES, "pending", "tailnet", "pod", "leaving", *PROVIDERS)
+
+
 def to_inventory(
     nodes: list[Node],
     mesh_vars: dict,
     *,
+    groups: dict[str, dict] | None = None,
     facts: dict[str, dict] | None = None,
     secrets: Path | None = None,
     leaving: list[Node] | tuple = (),
@@ -265,11 +294,34 @@ def to_inventory(
         add(n.provider, n.name)
     for group in (*ROLES, "pending", "tailnet", "pod", *(("leaving",) if for_run else ())):
         children.setdefault(group, {"hosts": {}})
+    names = {n.name for n in [*nodes, *leaving]}
+    for group, body in (groups or {}).items():  # groups a user added: kept, less nodes that left
+        kept = dict(body)
+        if isinstance(kept.get("hosts"), dict):
+            kept["hosts"] = {h: v for h, v in kept["hosts"].items() if h in names}
+        children[group] = kept
     all_vars = dict(mesh_vars)
     if secrets is not None:
         all_vars["mesh_secrets_dir"] = str(secrets)
         all_vars["mesh_dir"] = str(Path(secrets).parent)  # the mesh folder (packages/ for built Slurm)
     return {"all": {"vars": all_vars, "hosts": hosts, "children": children}}
+
+
+def user_groups(data: dict) -> dict[str, dict]:
+    """The groups under all.children that meshctl does not derive (a user's own): kept on save."""
+    children = data["all"].get("children") or {}
+    if not isinstance(children, dict):
+        raise InventoryError(f"mesh.yml: all.children is {_show(children)}, not a mapping")
+    kept = {}
+    for group, body in children.items():
+        if group in DERIVED_GROUPS:
+            continue
+        if not isinstance(group, str) or not VAR_RE.fullmatch(group):
+            raise InventoryError(f"mesh.yml: group {_show(group)} is not a group name", hint="use letters, digits, _")
+        if body is not None and not isinstance(body, dict):
+            raise InventoryError(f"mesh.yml: group {group} is {_show(body)}, not a mapping")
+        kept[group] = body or {}
+    return kept
 
 
 def from_inventory(data: object) -> tuple[list[Node], dict]:
@@ -299,6 +351,10 @@ def from_inventory(data: object) -> tuple[list[Node], dict]:
 
 
 MAX_INVENTORY_BYTES = 1024 * 1024
+HEADER = """# meshctl mesh inventory (Ansible YAML). meshctl rewrites this file: host variables and groups you
+# add are kept as written, comments are not (mesh.yml.bak is the previous version). Notes and
+# settings are better kept in group_vars/ and host_vars/ (host_vars/NODE.yml), which meshctl never rewrites.
+"""
 MAX_FACTS_BYTES = 256 * 1024
 
 
@@ -361,6 +417,7 @@ class Mesh:
     def __init__(self, path: Path) -> None:
         self.path = Path(path).resolve()
         self.refused_facts: dict[str, str] = {}  # node -> why its recorded facts were left out (load_facts)
+        self.groups: dict[str, dict] = {}  # the groups a user added to mesh.yml (load), written back (save)
 
     @property
     def inventory(self) -> Path:
@@ -423,7 +480,8 @@ class Mesh:
     ) -> dict:
         """The inventory one Ansible run gets (see ``to_inventory``)."""
         facts = self.load_facts()
-        return to_inventory(nodes, mesh_vars, facts=facts, secrets=self.secrets, leaving=leaving, converging=converging)
+        return to_inventory(nodes, mesh_vars, groups=self.groups, facts=facts, secrets=self.secrets, leaving=leaving,
+                            converging=converging)  # fmt: skip
 
     @classmethod
     def find(cls, explicit: str | None = None, cwd: Path | None = None) -> Mesh:
@@ -466,7 +524,9 @@ class Mesh:
                 hint=hint,
             ) from None
         try:
-            return from_inventory(data)
+            nodes, mesh_vars = from_inventory(data)
+            self.groups = user_groups(data)
+            return nodes, mesh_vars
         except InventoryError as exc:
             raise InventoryError(
                 f"{self.inventory}: {exc.message}",
@@ -476,8 +536,8 @@ class Mesh:
     def save(self, nodes: list[Node], mesh_vars: dict) -> None:
         for node in nodes:
             node.validate()
-        text = "# meshctl mesh inventory: edit with care; meshctl keeps the previous version as mesh.yml.bak\n"
-        text += yaml.safe_dump(to_inventory(nodes, mesh_vars), sort_keys=False, default_flow_style=False)
+        text = HEADER + yaml.safe_dump(to_inventory(nodes, mesh_vars, groups=self.groups), sort_keys=False,
+                                       default_flow_style=False)  # fmt: skip
         atomic_write(self.inventory, text, backup=True)
 
     @contextlib.contextmanager

@@ -240,13 +240,15 @@ def ansible_playbook() -> str:
 def mitogen_strategies() -> Path | None:
     """Mitogen's strategy plugins folder when runs use Mitogen, else None (plain Ansible).
 
-    Mitogen keeps one Python interpreter per node for the whole run and sends every task over it,
-    instead of one ssh command and a fresh interpreter per task: the nodes do a fifth of the work
-    and a no-op apply of a mesh of 10 is about a third shorter (README, Benchmarks).
-    ``MESHCTL_MITOGEN=0`` runs plain Ansible; so does an ansible-playbook from outside meshctl's
-    environment (it could not import the Mitogen installed beside meshctl).
+    Plain Ansible is the default. ``MESHCTL_MITOGEN=1`` opts in: Mitogen keeps one Python
+    interpreter per node for the whole run and sends every task over it, instead of one ssh
+    command and a fresh interpreter per task, so the nodes do a fifth of the work and a no-op apply
+    of a mesh of 10 is about a third shorter (README, Benchmarks); but ansible-core 2.19 deprecates
+    strategies from outside it and Mitogen has open bugs with it (mitogen#849 in check mode). An
+    ansible-playbook from outside meshctl's environment always runs plain (it could not import
+    the Mitogen installed beside meshctl).
     """
-    if os.environ.get("MESHCTL_MITOGEN", "1").strip().lower() in ("0", "false", "no", "off"):
+    if os.environ.get("MESHCTL_MITOGEN", "0").strip().lower() not in ("1", "true", "yes", "on"):
         return None
     if Path(ansible_playbook()).parent != Path(sys.executable).parent:
         return None

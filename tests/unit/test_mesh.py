@@ -175,3 +175,76 @@ def test_the_documented_example_inventory_loads(tmp_path):
     assert [n.name for n in nodes if n.pod] == ["rp-4090"]
     # meshctl would write the same groups back
     assert yaml.safe_load(example.read_text())["all"]["children"] == to_inventory(nodes, mesh_vars)["all"]["children"]
+
+
+USER_EDITED = """all:
+  vars:
+    my_site_var: 7
+  hosts:
+    desk:
+      ansible_host: 127.0.0.1
+      ansible_connection: local
+      ansible_python_interpreter: /usr/bin/python3
+      meshctl_roles: [head, compute]
+      meshctl_state: active
+      mesh_address: 100.64.0.1
+      mesh_provider: local
+    gpu1:
+      ansible_host: 203.0.113.5
+      mesh_address: 100.64.0.2
+      meshctl_state: active
+      ansible_python_interpreter: /opt/py/bin/python3
+      nvidia_note: {driver: "550", ok: true}
+  children:
+    compute: {hosts: {desk: {}, gpu1: {}}}
+    lab_rack: {hosts: {gpu1: {}}, vars: {rack: b2}}
+"""
+
+
+def test_host_variables_and_groups_a_user_adds_are_kept(tmp_path):
+    """mesh.yml round-trips what meshctl does not manage; comments are the one thing it says it drops."""
+    m = Mesh(tmp_path)
+    m.inventory.write_text(USER_EDITED)
+    nodes, mesh_vars = m.load()
+    gpu1 = next(n for n in nodes if n.name == "gpu1")
+    note = {"driver": "550", "ok": True}
+    assert gpu1.extra == {"ansible_python_interpreter": "/opt/py/bin/python3", "nvidia_note": note}
+    assert next(n for n in nodes if n.name == "desk").extra == {}  # the local head's interpreter is meshctl's own
+    nodes.append(Node("cpu1", "203.0.113.6", state="active", mesh_address="100.64.0.3"))
+    m.save(nodes, mesh_vars)
+    data = yaml.safe_load(m.inventory.read_text())
+    assert data["all"]["vars"] == {"my_site_var": 7}
+    assert data["all"]["hosts"]["gpu1"]["nvidia_note"] == {"driver": "550", "ok": True}
+    assert data["all"]["hosts"]["gpu1"]["ansible_python_interpreter"] == "/opt/py/bin/python3"
+    assert data["all"]["hosts"]["desk"]["ansible_python_interpreter"] == "/usr/bin/python3"
+    assert data["all"]["children"]["lab_rack"] == {"hosts": {"gpu1": {}}, "vars": {"rack": "b2"}}
+    assert "comments are not" in m.inventory.read_text().splitlines()[0] + m.inventory.read_text().splitlines()[1]
+    # A node that leaves leaves the user's group too; the group stays.
+    m.load()
+    m.save([n for n in nodes if n.name != "gpu1"], mesh_vars)
+    rack = yaml.safe_load(m.inventory.read_text())["all"]["children"]["lab_rack"]
+    assert rack == {"hosts": {}, "vars": {"rack": "b2"}}
+    # The run's inventory has the user's group and variables too.
+    nodes, mesh_vars = m.load()
+    run = m.run_inventory(nodes, mesh_vars)
+    assert "lab_rack" in run["all"]["children"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("      mesh_hw: {cpus: 1}\n", "mesh_hw is meshctl's to set"),
+        ('      "bad-name": 1\n', "is not a variable name"),
+    ],
+)
+def test_host_variables_meshctl_sets_or_ansible_cannot_name_are_refused(tmp_path, line, message):
+    m = Mesh(tmp_path)
+    m.inventory.write_text(USER_EDITED.replace("      nvidia_note:", line + "      nvidia_note:"))
+    with pytest.raises(InventoryError, match=message):
+        m.load()
+
+
+def test_a_local_head_runs_the_systems_python_not_meshctls():
+    hv = Node("desk", "127.0.0.1", roles=["head", "compute"], connection="local", mesh_address="100.64.0.1").hostvars()
+    assert hv["ansible_python_interpreter"] == "/usr/bin/python3"
+    assert "ansible_python_interpreter" not in Node("gpu1", "203.0.113.5").hostvars()

@@ -1,5 +1,5 @@
 """How meshctl runs Ansible: which ansible-playbook (beside its interpreter, else PATH, else a clear
-error), host key checking on, Mitogen unless MESHCTL_MITOGEN=0, new nodes' host keys recorded first."""
+error), host key checking on, plain Ansible unless MESHCTL_MITOGEN=1, new nodes' host keys recorded first."""
 
 import subprocess
 import sys
@@ -56,8 +56,12 @@ def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, runner_cal
     assert "StrictHostKeyChecking=no" not in repr(seen)
 
 
-def test_runs_use_mitogen_unless_told_not_to(tmp_path, runner_call, monkeypatch):
+def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_call, monkeypatch):
     monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    seen = runner_call(extravars={"slurm_drain_force": True})
+    assert "ANSIBLE_STRATEGY" not in seen["envvars"] and seen["extravars"] == {"slurm_drain_force": True}
+
+    monkeypatch.setenv("MESHCTL_MITOGEN", "1")
     seen = runner_call(extravars={"slurm_drain_force": True})
     env = seen["envvars"]
     assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
@@ -73,14 +77,14 @@ def test_runs_use_mitogen_unless_told_not_to(tmp_path, runner_call, monkeypatch)
 
 
 def test_a_caller_can_run_without_mitogen(runner_call, monkeypatch):
-    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    monkeypatch.setenv("MESHCTL_MITOGEN", "1")
     seen = runner_call(mitogen=False)  # status's short run
     assert "ANSIBLE_STRATEGY" not in seen["envvars"] and not seen["extravars"]
 
 
 def test_an_ansible_playbook_from_elsewhere_runs_without_mitogen(tmp_path, monkeypatch):
     # It could not import the Mitogen installed beside meshctl.
-    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    monkeypatch.setenv("MESHCTL_MITOGEN", "1")
     assert runner.mitogen_strategies() is not None
     monkeypatch.setattr(runner, "ansible_playbook", lambda: str(tmp_path / "bin" / "ansible-playbook"))
     assert runner.mitogen_strategies() is None
@@ -113,7 +117,7 @@ def test_first_contacts_are_the_runs_ssh_nodes_with_no_recorded_key(one_known):
 
 
 def test_a_mitogen_run_records_new_nodes_keys_first(tmp_path, one_known, monkeypatch):
-    monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
+    monkeypatch.setenv("MESHCTL_MITOGEN", "1")
     learned = []
     monkeypatch.setattr(ssh, "learn_host_keys", lambda targets, known_hosts: learned.append((targets, known_hosts)))
 
