@@ -30,6 +30,8 @@ mesh.yml.bak
 secrets/.*
 # Slurm packages meshctl built for nodes of other distributions (large; made again when missing).
 packages/
+# The output of recent runs (meshctl keeps the last 30).
+logs/
 """
 GITIGNORE_CLEAR_SECRETS = """# Keys in clear (the munge key, the Tailscale auth key): never in git.
 secrets/
@@ -548,7 +550,8 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
 
 
-def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print):
+def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print,
+                verbosity: int = 0):  # fmt: skip
     """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
     node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
     No other node is contacted."""
@@ -560,7 +563,8 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
     head = head_of(nodes)
     remaining = [n for n in nodes if n.name != name]
     extravars = {"slurm_drain_force": bool(force), "slurm_drain_timeout": int(timeout)}
-    result = run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node], extravars=extravars)
+    result = run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node], extravars=extravars,
+                 verbosity=verbosity)  # fmt: skip
     if result.failed or head.name in result.unreachable:
         retry = f"{name} is still in the mesh; fix the problem and run `meshctl remove-node {name}` again"
         runner.raise_for(result, retry)

@@ -14,6 +14,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ class RunResult:
     hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
     health: dict[str, dict] = field(default_factory=dict)  # per host: the <role>_health facts (status.yml)
     refused_health: dict[str, list[str]] = field(default_factory=dict)  # per host: health facts refused
+    log: Path | None = None  # the run's full output, kept under the mesh (logs/)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +119,8 @@ class Progress:
         self.hw: dict[str, dict] = {}
         self.health: dict[str, dict] = defaultdict(dict)
         self.refused_health: dict[str, list[str]] = {}  # host -> what it reported outside the schema
+        self.verbose = False  # -v: show Ansible's own output (run_playbook sets it)
+        self.log = None  # the run's log file (run_playbook opens it)
         self._rich = None
         if self.live:
             from rich.live import Live
@@ -141,12 +145,19 @@ class Progress:
         kind = event.get("event", "")
         data = event.get("event_data", {})
         host = data.get("host", "")
+        text = event.get("stdout") or ""
+        if text and self.log is not None:
+            self.log.write(display.clean(text, multiline=True) + "\n")
+        if text and self.verbose:  # -v: Ansible's own output, with what -v adds
+            for line in text.splitlines():
+                self._say(line)
         if kind == "playbook_on_play_start":
             self.play = f"PLAY {data.get('play', '')}"
-            self._say(self.play)
+            if not self.verbose:
+                self._say(self.play)
         elif kind == "playbook_on_task_start":
             self.task = data.get("task", "")
-            if not self.live:
+            if not self.live and not self.verbose:
                 self._say(f"  TASK {self.task}")
         elif kind == "runner_on_ok":
             res = data.get("res", {})
@@ -169,7 +180,7 @@ class Progress:
             self.counts[host]["changed" if changed else "ok"] += 1
             if changed:
                 self.changed[host].append(data.get("task", ""))
-                if not self.live:
+                if not self.live and not self.verbose:
                     self._say(f"    changed: {host}")
         elif kind == "runner_on_skipped":
             self.counts[host]["skipped"] += 1
@@ -300,6 +311,9 @@ def run_playbook(
     private = Path(tempfile.mkdtemp(prefix="meshctl-run-"))
     os.chmod(private, 0o700)
     progress = progress or Progress()
+    progress.verbose = verbosity > 0
+    log = open_log(Path(mesh_dir), playbook) if mesh_dir is not None else None
+    progress.log = log
     try:
         folder = private / "inventory"
         folder.mkdir()
@@ -377,17 +391,47 @@ def run_playbook(
             hw=dict(progress.hw),
             health=dict(progress.health),
             refused_health=dict(progress.refused_health),
+            log=Path(log.name) if log is not None else None,
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)
+        if log is not None:
+            log.close()
+            progress.log = None
 
 
 def raise_for(result: RunResult, retry: str) -> None:
     if result.ok:
         return
+    if result.log is not None:
+        retry += f" (the run's whole output: {result.log})"
     if result.failures:
         first = result.failures[0]
         where = f"task '{first.task}' on {first.host}: {first.message}"
         others = f" (and {len(result.failures) - 1} more failures above)" if len(result.failures) > 1 else ""
         raise PlaybookError(f"Ansible failed at {where}{others}", hint=retry)
     raise PlaybookError(f"Ansible run ended {result.status} (rc={result.rc})", hint=retry)
+
+
+LOGS = "logs"  # under the mesh folder: one file per run, the newest KEEP_LOGS kept
+KEEP_LOGS = 30
+
+
+def open_log(mesh_dir: Path, playbook: str):
+    """A new run log under the mesh (0600 in a 0700 folder), the oldest beyond KEEP_LOGS removed.
+
+    It holds Ansible's own output of the run, as -v would print it: what no_log hides is hidden
+    there too. None when the folder cannot be written (a run never fails for its log).
+    """
+    folder = mesh_dir / LOGS
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        old = sorted(p for p in folder.glob("*.log") if p.is_file() and not p.is_symlink())
+        for path in old[: max(0, len(old) - KEEP_LOGS + 1)]:
+            path.unlink(missing_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = folder / f"{stamp}-{os.getpid()}-{Path(playbook).stem}.log"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+    except OSError:
+        return None

@@ -25,5 +25,6 @@ def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"remove-node {name}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=click.echo)
+        membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
+                               verbosity=verbosity)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

@@ -45,3 +45,41 @@ def test_reports_set_by_roles_are_collected_per_host():
     progress.event(event("runner_on_ok", "head", res={"ansible_facts": {"mesh_hw": NO_GPU}}))
     progress.event(event("runner_on_ok", "cpu1", res={"censored": "the output has been hidden"}))  # no_log
     assert progress.reports == {"gpu1": report}
+
+
+def test_verbose_progress_prints_ansibles_own_output_and_every_run_is_logged(tmp_path):
+    out = io.StringIO()
+    progress = runner.Progress(out=out, live=False)
+    progress.verbose = True
+    log = runner.open_log(tmp_path, "site.yml")
+    progress.log = log
+    progress.event({"event": "playbook_on_task_start", "stdout": "TASK [Install munge] ****",
+                    "event_data": {"task": "Install munge"}})  # fmt: skip
+    progress.event({"event": "runner_on_ok", "stdout": "ok: [gpu1] => {\"changed\": false}\x1b]52;c;eA==\x07",
+                    "event_data": {"host": "gpu1", "task": "Install munge", "res": {"changed": False}}})  # fmt: skip
+    log.close()
+    text = out.getvalue()
+    assert "TASK [Install munge] ****" in text and 'ok: [gpu1] => {"changed": false}' in text
+    assert "  TASK Install munge" not in text  # Ansible's lines instead of meshctl's short ones
+    (path,) = (tmp_path / "logs").iterdir()
+    assert path.name.endswith("-site.log") and path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "logs").stat().st_mode & 0o777 == 0o700
+    assert path.read_text() == 'TASK [Install munge] ****\nok: [gpu1] => {"changed": false}\n'  # sanitized too
+
+
+def test_run_logs_are_rotated_and_named_in_errors(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for i in range(runner.KEEP_LOGS + 5):
+        (folder / f"20260101-0000{i:02d}-1-site.log").write_text("x")
+    runner.open_log(tmp_path, "status.yml").close()
+    kept = sorted(p.name for p in folder.iterdir())
+    assert len(kept) == runner.KEEP_LOGS and kept[0] == "20260101-000006-1-site.log"
+    result = runner.RunResult("failed", 2, [runner.Failure("gpu1", "Install munge", "no package")],
+                              log=folder / "x.log")  # fmt: skip
+    try:
+        runner.raise_for(result, "run it again")
+    except runner.PlaybookError as exc:
+        assert f"the run's whole output: {folder / 'x.log'}" in str(exc)
+    else:
+        raise AssertionError("raise_for did not raise")
