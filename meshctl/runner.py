@@ -75,6 +75,11 @@ class RunResult:
 
 
 def _message(res: dict) -> str:
+    results = res.get("results")
+    if isinstance(results, list):  # a loop: what the failed items said, not "One or more items failed"
+        said = [_message(r) for r in results if isinstance(r, dict) and r.get("failed")]
+        if said:
+            return "; ".join(dict.fromkeys(said[:3]))[:800]
     for key in ("msg", "stderr", "module_stderr", "stdout"):
         value = res.get(key)
         if value:

@@ -83,3 +83,14 @@ def test_run_logs_are_rotated_and_named_in_errors(tmp_path):
         assert f"the run's whole output: {folder / 'x.log'}" in str(exc)
     else:
         raise AssertionError("raise_for did not raise")
+
+
+def test_a_failed_loop_is_named_by_what_its_failed_items_said():
+    out = io.StringIO()
+    progress = runner.Progress(out=out, live=False)
+    res = {"msg": "One or more items failed", "results": [
+        {"item": "ctl", "failed": False, "msg": "All assertions passed"},
+        {"item": "n2", "failed": True, "msg": "n2 has no hardware facts or mesh address: run `meshctl apply`"},
+    ]}  # fmt: skip
+    progress.event(event("runner_on_failed", "ctl", task="Check every compute node has hardware facts", res=res))
+    assert progress.failures[0].message == "n2 has no hardware facts or mesh address: run `meshctl apply`"
