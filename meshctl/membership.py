@@ -502,7 +502,7 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
     if node.state != "active":
         row.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
     elif node.pod and row.healthy:
-        row.error = "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (README: pods)"
+        row.error = "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (docs/usage.md)"
     elif "userspace" in row.tailnet.split() and not node.pod:
         row.error = "no TUN device: Slurm goes through Tailscale's proxy, but NFS and NCCL cannot reach the tailnet"
     elif not tailnet_ok(node, row.tailnet if on_tailnet else None):
@@ -529,7 +529,7 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
         known_hosts=mesh.known_hosts,
         progress=quiet,
         vault_id=mesh_vars.get(vault.MESH_VAR),
-        mitogen=False,  # a few tasks per node: plain Ansible is faster (README, Benchmarks)
+        mitogen=False,  # a few tasks per node: plain Ansible is faster (docs/benchmarks.md)
     )
     said = {f.host: f.message for f in result.failures}
     head_health = result.health.get(head.name, {})

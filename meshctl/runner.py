@@ -259,7 +259,7 @@ def mitogen_strategies() -> Path | None:
     Plain Ansible is the default. ``MESHCTL_MITOGEN=1`` opts in: Mitogen keeps one Python
     interpreter per node for the whole run and sends every task over it, instead of one ssh
     command and a fresh interpreter per task, so the nodes do a fifth of the work and a no-op apply
-    of a mesh of 10 is about a third shorter (README, Benchmarks); but ansible-core 2.19 deprecates
+    of a mesh of 10 is about a third shorter (docs/benchmarks.md); but ansible-core 2.19 deprecates
     strategies from outside it and Mitogen has open bugs with it (mitogen#849 in check mode). An
     ansible-playbook from outside meshctl's environment always runs plain (it could not import
     the Mitogen installed beside meshctl).

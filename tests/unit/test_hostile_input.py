@@ -1,6 +1,6 @@
 """Hostile and broken input (issue 15): each case one clear line naming the fix, a non-zero exit,
 no traceback, and mesh.yml as it was. Every case here failed (traceback, wrong exit, or a silent
-wrong result) before the check it exercises was written; README "Reliability" lists them.
+wrong result) before the check it exercises was written; docs/reliability.md lists them.
 """
 
 import os
