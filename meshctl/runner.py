@@ -436,7 +436,7 @@ def open_log(mesh_dir: Path, playbook: str):
             path.unlink(missing_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = folder / f"{stamp}-{os.getpid()}-{Path(playbook).stem}.log"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        return os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        return path.open("a", encoding="utf-8", errors="replace")  # its .name is the path
     except OSError:
         return None

@@ -94,3 +94,20 @@ def test_a_failed_loop_is_named_by_what_its_failed_items_said():
     ]}  # fmt: skip
     progress.event(event("runner_on_failed", "ctl", task="Check every compute node has hardware facts", res=res))
     assert progress.failures[0].message == "n2 has no hardware facts or mesh address: run `meshctl apply`"
+
+
+def test_a_run_returns_the_path_of_its_log(tmp_path, monkeypatch):
+    """run_playbook with a mesh folder: the result names its log, which holds what the run printed."""
+
+    class Done:
+        status, rc = "successful", 0
+
+    def fake_run(**kw):
+        kw["event_handler"]({"event": "playbook_on_stats", "stdout": "PLAY RECAP ****", "event_data": {}})
+        return Done()
+
+    monkeypatch.setattr(runner.ansible_runner, "run", fake_run)
+    result = runner.run_playbook("site.yml", {"all": {"hosts": {}}}, tmp_path, progress=runner.Progress(
+        out=io.StringIO(), live=False))  # fmt: skip
+    assert result.log is not None and result.log.parent == tmp_path / "logs"
+    assert result.log.read_text() == "PLAY RECAP ****\n"
