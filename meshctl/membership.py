@@ -438,6 +438,7 @@ def head_of(nodes: list[Node]) -> Node:
 
 
 NFS_OK = ("exporting", "mounted", "fstab-only")
+STATUS_CONNECT_TIMEOUT = 3  # seconds status waits for a node's SSH before it calls it unreachable
 
 
 @dataclass
@@ -512,6 +513,22 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
     return row
 
 
+def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> NodeStatus:
+    """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state."""
+    row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"))
+    row.gpus = "" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"]
+    state = row.slurm.rstrip("*~#!%$@^-+")
+    if is_head:
+        row.error = f"the head cannot be reached ({said}): start it; every node waits for it"
+    elif row.slurm.endswith("*") or state in ("down", "absent", "unknown"):
+        row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}: start it (it rejoins by "
+                     f"itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
+    else:  # Slurm still hears from it: only SSH fails (a changed host key, a firewall, the SSH daemon)
+        row.error = (f"Slurm sees it {row.slurm} but SSH fails ({said}): check its SSH "
+                     f"(a new host key: `meshctl forget-host-key {node.name}`)")  # fmt: skip
+    return row
+
+
 def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tuple[list[NodeStatus], str, bool]:
     """One row per node, MLflow's health, and whether everything is healthy.
 
@@ -530,6 +547,7 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
         progress=quiet,
         vault_id=mesh_vars.get(vault.MESH_VAR),
         mitogen=False,  # a few tasks per node: plain Ansible is faster (docs/benchmarks.md)
+        connect_timeout=STATUS_CONNECT_TIMEOUT,  # a stopped machine costs seconds, not Ansible's 10 s
     )
     said = {f.host: f.message for f in result.failures}
     head_health = result.health.get(head.name, {})
@@ -539,7 +557,8 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
     rows = []
     for node in nodes:
         if node.name in result.unreachable or node.name not in result.health:
-            rows.append(NodeStatus(node.name, False, error=said.get(node.name, "did not answer")))
+            rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
+                                           slurm_nodes.get(node.name, {})))  # fmt: skip
             continue
         row = node_status(node, node is head, result.health[node.name], slurm_nodes.get(node.name, {}), on_tailnet)
         if node.name in result.refused_health:  # a report outside its shape: never shown as sent

@@ -304,11 +304,13 @@ def run_playbook(
     extravars: dict | None = None,
     vault_id: str | None = None,
     mitogen: bool = True,
+    connect_timeout: int | None = None,
 ) -> RunResult:
     """Run one of meshctl's playbooks against an inventory built by ``mesh.to_inventory``.
 
     ``mitogen=False`` runs plain Ansible whatever ``MESHCTL_MITOGEN`` says: for runs of a few tasks
     per node (status), where Mitogen's start on every node costs more than it saves.
+    ``connect_timeout`` is how long ssh waits for a node (status: a few seconds).
 
     The inventory is written into the run's private folder, beside links to the mesh's
     ``group_vars``/``host_vars`` so the user's settings apply as they do for ``mesh.yml``.
@@ -358,6 +360,8 @@ def run_playbook(
             "ANSIBLE_PIPELINING": "1",
             # Every node of the mesh at once (the default of 5 serializes larger meshes).
             "ANSIBLE_FORKS": str(max(5, len(hosts) + 1)),
+            # Seconds ssh waits for a node to answer (Ansible's default: 10).
+            **({"ANSIBLE_TIMEOUT": str(connect_timeout)} if connect_timeout else {}),
             # The ansible-playbook beside meshctl's interpreter comes first (meshctl run as .venv/bin/meshctl).
             "PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")]),
         }

@@ -39,4 +39,9 @@ def command(as_json, mesh_dir) -> None:
         )
         display.echo(f"MLflow on the head: {mlflow}")
     if not healthy:
-        raise Unhealthy("some nodes are not healthy (see the table)", hint="`meshctl apply` converges them again")
+        unreachable_only = all(not r.ssh for r in rows if not r.healthy)
+        raise Unhealthy(
+            "some nodes are not healthy (see the table)",
+            hint="each row's note says what to do"
+            + ("" if unreachable_only else "; `meshctl apply` converges the reachable ones again"),
+        )

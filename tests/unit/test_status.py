@@ -104,6 +104,23 @@ def test_one_down_node_makes_status_fail(mesh, fake):
     assert rows["head"]["healthy"] and rows["gpu1"]["healthy"]
     assert not rows["cpu1"]["ssh"] and "timed out" in rows["cpu1"]["error"]
     assert out["mlflow"] == "OK" and out["healthy"] is False
+    # The head's Slurm view of the node SSH could not reach, and advice that fits a machine that is off.
+    assert rows["cpu1"]["slurm"] == "idle"  # SLURM_NODES: Slurm has not noticed yet
+    assert "SSH fails" in rows["cpu1"]["error"] and "meshctl apply" not in rows["cpu1"]["error"]
+    assert fake[-1]["connect_timeout"] == membership.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
+
+
+def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
+    nodes_down = {**SLURM_NODES, "cpu1": {"state": "down*", "gres": "(null)", "ready": False}}
+    fake.health = {"head": head_health(slurm_health={"daemons": {"slurmctld": "active", "slurmd": "active"},
+                                                     "sinfo_ok": True, "nodes": nodes_down}),
+                   "gpu1": node_health(), "cpu1": node_health()}  # fmt: skip
+    fake.unreachable = ["cpu1"]
+    result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1
+    assert "down*" in result.output and "start it (it rejoins by itself)" in result.output
+    assert "remove-node cpu1 --force" in result.output
+    assert "each row's note says what to do" in result.output and "converges the reachable" not in result.output
 
 
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
