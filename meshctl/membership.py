@@ -438,7 +438,7 @@ def head_of(nodes: list[Node]) -> Node:
 
 
 NFS_OK = ("exporting", "mounted", "fstab-only")
-STATUS_CONNECT_TIMEOUT = 3  # seconds status waits for a node's SSH before it calls it unreachable
+STATUS_CONNECT_TIMEOUT = 2  # seconds status waits for a node's SSH before it calls it unreachable
 
 
 @dataclass
@@ -523,9 +523,10 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     elif row.slurm.endswith("*") or state in ("down", "absent", "unknown"):
         row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}: start it (it rejoins by "
                      f"itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
-    else:  # Slurm still hears from it: only SSH fails (a changed host key, a firewall, the SSH daemon)
-        row.error = (f"Slurm sees it {row.slurm} but SSH fails ({said}): check its SSH "
-                     f"(a new host key: `meshctl forget-host-key {node.name}`)")  # fmt: skip
+    else:  # Slurm has not missed it (yet): it stopped a moment ago, or only its SSH fails
+        row.error = (f"SSH fails ({said}) while Slurm still lists it {row.slurm}: it may have just stopped "
+                     f"(Slurm notices within minutes), or its SSH is broken (a new host key: "
+                     f"`meshctl forget-host-key {node.name}`)")  # fmt: skip
     return row
 
 

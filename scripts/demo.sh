@@ -85,7 +85,7 @@ try:
     urllib.request.urlopen(uri + "/api/2.0/mlflow/experiments/search?max_results=1")
     raise SystemExit("demo: FAILED: MLflow answered without credentials")
 except urllib.error.HTTPError as error:
-    print("API without the mesh's account:", error.code)
+    print("API without an account:", error.code)
 PY
 echo "==> The NFS export on the head"
 "${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"

@@ -106,7 +106,8 @@ def test_one_down_node_makes_status_fail(mesh, fake):
     assert out["mlflow"] == "OK" and out["healthy"] is False
     # The head's Slurm view of the node SSH could not reach, and advice that fits a machine that is off.
     assert rows["cpu1"]["slurm"] == "idle"  # SLURM_NODES: Slurm has not noticed yet
-    assert "SSH fails" in rows["cpu1"]["error"] and "meshctl apply" not in rows["cpu1"]["error"]
+    assert "SSH fails" in rows["cpu1"]["error"] and "may have just stopped" in rows["cpu1"]["error"]
+    assert "meshctl apply" not in rows["cpu1"]["error"]
     assert fake[-1]["connect_timeout"] == membership.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
 
 
