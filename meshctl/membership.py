@@ -477,10 +477,14 @@ def _mapping(value: object) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _gres(in_slurm: dict) -> str:
+    """The GRES sinfo lists for a node ("" for none)."""
+    return "" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"]
+
+
 def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tailnet: bool) -> NodeStatus:
     """One row from what the node's roles reported (``<role>_health``) and the head's view of Slurm."""
-    slurm_health = health.get("slurm_health")
-    daemons = (slurm_health.get("daemons") if isinstance(slurm_health, dict) else None) or {}
+    daemons = (_mapping(health.get("slurm_health")) or {}).get("daemons") or {}
     row = NodeStatus(
         node.name,
         True,
@@ -489,7 +493,7 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
         slurm=in_slurm.get("state", "absent"),
         nfs=str(health.get("nfs_server_health" if is_head else "nfs_client_health", "?")),
         tailnet=tailnet_text(_mapping(health.get("tailscale_health"))) if on_tailnet else "-",
-        gpus="" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"],
+        gpus=_gres(in_slurm),
     )
     ready = bool(in_slurm.get("ready")) or "compute" not in node.roles
     services = row.munge == "active" and bool(daemons) and all(v == "active" for v in daemons.values())
@@ -515,8 +519,7 @@ def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tail
 
 def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> NodeStatus:
     """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state."""
-    row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"))
-    row.gpus = "" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"]
+    row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"), gpus=_gres(in_slurm))
     state = row.slurm.rstrip("*~#!%$@^-+")
     if is_head:
         row.error = f"the head cannot be reached ({said}): start it; every node waits for it"

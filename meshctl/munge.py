@@ -7,19 +7,18 @@ holds it: rotating gives every active node a new key, so the old one opens nothi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from meshctl import membership, resources, runner, vault
 from meshctl.errors import InventoryError, PartialError
 from meshctl.mesh import Mesh, Node
 
-KEY_BYTES = 1024
+MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
 
 
 def key_path(mesh: Mesh) -> Path:
     """secrets/<the file the munge role's munge_key_file names>."""
-    return mesh.secrets / resources.secret_file_name("munge", "munge_key_file")
+    return mesh.secrets / resources.secret_file_name(*MUNGE_KEY)
 
 
 def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0) -> runner.RunResult:
@@ -33,7 +32,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     head = membership.head_of(nodes)
     if head not in members:
         raise InventoryError("the head is not active yet", hint="run `meshctl apply` first; it makes the first key")
-    vault.write_secret(key_path(mesh), os.urandom(KEY_BYTES), vault.for_mesh(mesh_vars))
+    vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
     result = membership.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
