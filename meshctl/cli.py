@@ -6,14 +6,37 @@ into one message on stderr and the error's exit code. ``--debug`` shows the trac
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from meshctl import __version__, display
 from meshctl.errors import MeshctlError, PartialError
 
+# Each command is one module of meshctl.commands, imported when it is run (or listed): `meshctl
+# status` does not pay for what add-node imports.
+COMMANDS = {
+    "init": "init",
+    "add-node": "add_node",
+    "apply": "apply",
+    "status": "status",
+    "remove-node": "remove_node",
+    "rotate-authkey": "rotate_authkey",
+    "rotate-munge-key": "rotate_munge_key",
+    "render-node": "render_node",
+    "forget-host-key": "forget_host_key",
+}
+
 
 class MeshctlGroup(click.Group):
     """Turns a MeshctlError into one line on stderr and the error's exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        return importlib.import_module(f"meshctl.commands.{module}").command if module else None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -36,27 +59,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """Turn machines you can SSH into into one Slurm GPU cluster over Tailscale."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-def _register() -> None:
-    from meshctl.commands import (
-        add_node,
-        apply,
-        forget_host_key,
-        init,
-        remove_node,
-        render_node,
-        rotate_authkey,
-        rotate_munge_key,
-        status,
-    )
-
-    for module in (init, add_node, apply, status, remove_node, rotate_authkey, rotate_munge_key, render_node,
-                   forget_host_key):  # fmt: skip
-        cli.add_command(module.command)
-
-
-_register()
 
 
 def main() -> None:

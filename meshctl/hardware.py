@@ -1,7 +1,7 @@
 """Hardware facts to Slurm lines, exactly as the roles compute them.
 
 The parsers are the ones the ``mesh_hw_facts`` module runs on nodes
-(``plugins/module_utils/mesh_hw.py``, loaded here by path so there is one copy), and
+(``plugins/module_utils/mesh_hw.py``, imported as the collection's package, one copy), and
 the lines come from the slurm role's own Jinja snippets (``node_line.j2``, ``gres_lines.j2``).
 """
 
@@ -18,7 +18,7 @@ from meshctl.errors import ParseError, UsageError
 
 
 def mesh_hw() -> ModuleType:
-    return resources.plugin_module("module_utils/mesh_hw.py")
+    return resources.plugin("module_utils.mesh_hw")
 
 
 @cache

@@ -1,9 +1,11 @@
-"""What nodes report to `meshctl status` (``<role>_health`` facts), held to a schema before use.
+"""What `meshctl status` reads back: one status record per node, held to a schema before use.
 
+The record (fact ``mesh_status``) is made on the control machine by the collection's filter
+``node_status`` from what the node's ``mesh_status`` module read; its values came from the node.
 A node may lie about its health (nothing here can stop that), but what it reports must not be
-anything else: a status word is a short word, a tailnet address an IPv4 address, a daemon map
-names daemons. A value outside its shape is replaced by ``REFUSED`` (the row is then unhealthy)
-and named in the problems returned, never printed as the node sent it.
+anything else: a status word is a short word, a tailnet address an IP address, a Slurm row is
+state, GRES and ready. A record outside its shape is refused (the row is then unhealthy, and
+named), never printed as the node sent it.
 """
 
 from __future__ import annotations
@@ -12,41 +14,73 @@ import re
 
 import netaddr
 
-REFUSED = "refused"
 WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+*~#:-]{0,39}$")  # active, fstab-only, idle~, down*
 TEXT_RE = re.compile(r"^[A-Za-z0-9 ._:/()+*,=-]{0,120}$")  # a GRES string, MLflow's /health answer
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 
-# Facts that are one status word.
-WORDS = ("munge_health", "nfs_client_health", "nfs_server_health", "mlflow_health")
+# The one fact playbooks/status.yml leaves on each node: its status record, made and judged by
+# the collection's filter node_status (plugins/filter/node_status.py), whose PROBLEMS it names.
+FACT = "mesh_status"
+RECORD_KEYS = {"name", "services", "tailnet", "share", "mlflow", "slurm", "slurm_nodes", "sinfo_ok", "problem",
+               "detail", "healthy"}  # fmt: skip
+
+
+def problems() -> tuple[str, ...]:
+    """The problem codes a record may carry: the filter's own list."""
+    from meshctl import resources
+
+    return tuple(resources.plugin("filter.node_status").PROBLEMS)
 
 
 def _word(value: object) -> bool:
     return isinstance(value, str) and bool(WORD_RE.fullmatch(value))
 
 
-def _slurm(value: object) -> str | None:
-    if not isinstance(value, dict) or set(value) - {"daemons", "sinfo_ok", "nodes"}:
-        return "not a mapping of daemons, sinfo_ok and nodes"
-    daemons = value.get("daemons", {})
-    if not isinstance(daemons, dict) or len(daemons) > 8:
-        return "daemons is not a mapping"
-    if not all(_word(k) and _word(v) for k, v in daemons.items()):
-        return "a daemon or its state is not a word"
-    if not isinstance(value.get("sinfo_ok", False), bool):
-        return "sinfo_ok is not true or false"
-    nodes = value.get("nodes", {})
+def _row(name: object, row: object) -> str | None:
+    if not (isinstance(name, str) and NAME_RE.fullmatch(name) and isinstance(row, dict)):
+        return "a node name or row is not one"
+    if set(row) != {"state", "gres", "ready"} or not _word(row["state"]):
+        return f"node {name}'s row is not state, gres, ready"
+    if not isinstance(row["gres"], str) or not TEXT_RE.fullmatch(row["gres"]):
+        return f"node {name}'s GRES is not plain text"
+    if not isinstance(row["ready"], bool):
+        return f"node {name}'s ready is not true or false"
+    return None
+
+
+def record_problem(name: str, record: object) -> str | None:
+    """Why RECORD is not the status record of node NAME (None when it is)."""
+    if (
+        not isinstance(record, dict)
+        or set(record) - RECORD_KEYS
+        or not {"services", "problem", "healthy"} <= set(record)
+    ):
+        return "not a status record"
+    if record.get("name") != name:
+        return "the record names another node"
+    services = record["services"]
+    if not isinstance(services, dict) or len(services) > 8 or not all(_word(k) and _word(v) for k, v in
+                                                                      services.items()):  # fmt: skip
+        return "services is not a mapping of service words"
+    for key in ("share", "mlflow"):
+        if record.get(key) is not None and not _word(record[key]):
+            return f"{key} is not a status word"
+    if record.get("tailnet") is not None and (why := _tailscale(record["tailnet"])):
+        return f"tailnet: {why}"
+    if record.get("slurm") is not None and (why := _row(name, record["slurm"])):
+        return f"slurm: {why}"
+    nodes = record.get("slurm_nodes", {})
     if not isinstance(nodes, dict) or len(nodes) > 10000:
-        return "nodes is not a mapping"
-    for name, row in nodes.items():
-        if not (isinstance(name, str) and NAME_RE.fullmatch(name) and isinstance(row, dict)):
-            return "a node name or row is not one"
-        if set(row) - {"state", "gres", "ready"} or not _word(row.get("state")):
-            return f"node {name}'s row is not state, gres, ready"
-        if not isinstance(row.get("gres", ""), str) or not TEXT_RE.fullmatch(row.get("gres", "")):
-            return f"node {name}'s GRES is not plain text"
-        if not isinstance(row.get("ready", False), bool):
-            return f"node {name}'s ready is not true or false"
+        return "slurm_nodes is not a mapping"
+    for other, row in nodes.items():
+        if why := _row(other, row):
+            return f"slurm_nodes: {why}"
+    if not isinstance(record.get("sinfo_ok", False), bool) or not isinstance(record["healthy"], bool):
+        return "sinfo_ok or healthy is not true or false"
+    if record["problem"] not in ("", *problems()):
+        return "problem is not one meshctl knows"
+    if not isinstance(record.get("detail", ""), str) or not TEXT_RE.fullmatch(record.get("detail", "")):
+        return "detail is not plain text"
     return None
 
 
@@ -75,17 +109,7 @@ def _tailscale(value: object) -> str | None:
     return None
 
 
-CHECKS = {"slurm_health": _slurm, "tailscale_health": _tailscale}
-
-
-def checked(name: str, value: object) -> tuple[object, str | None]:
-    """(the value, None) when it has its shape; else (REFUSED, why)."""
-    if name in WORDS:
-        if name == "mlflow_health" and isinstance(value, str) and TEXT_RE.fullmatch(value) and len(value) <= 40:
-            return value, None
-        return (value, None) if _word(value) else (REFUSED, "not a status word")
-    check = CHECKS.get(name)
-    if check is None:
-        return REFUSED, "not a health fact meshctl knows"
-    problem = check(value)
-    return (REFUSED, problem) if problem else (value, None)
+def checked(name: str, record: object) -> tuple[dict | None, str | None]:
+    """(the record, None) when it has its shape; else (None, why)."""
+    problem = record_problem(name, record)
+    return (None, problem) if problem else (record, None)

@@ -437,8 +437,10 @@ def head_of(nodes: list[Node]) -> Node:
     return heads[0]
 
 
-NFS_OK = ("exporting", "mounted", "fstab-only")
-STATUS_CONNECT_TIMEOUT = 2  # seconds status waits for a node's SSH before it calls it unreachable
+# Seconds status waits for a node's SSH connection before it calls it unreachable (`--timeout`):
+# a TCP handshake and sshd's banner, a few round trips even over a relayed tailnet path; SSH
+# reuses a connection made in the last minute without waiting at all.
+STATUS_CONNECT_TIMEOUT = 1
 
 
 @dataclass
@@ -453,67 +455,55 @@ class NodeStatus:
     gpus: str = ""
     error: str = ""
     healthy: bool = field(default=False)
+    problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
 
 
-def tailnet_text(health: dict | None) -> str:
-    """'<BackendState> <IPv4 or -> [userspace]' from the tailscale role's tailscale_health."""
-    if not health:
-        return "?"
-    parts = [str(health.get("backend_state", "?")), health.get("ipv4") or "-"]
-    return " ".join(parts + (["userspace"] if health.get("userspace") else []))
+def tailnet_text(tailnet: dict | None) -> str:
+    """'<BackendState> <IPv4 or -> [userspace]' from a record's tailnet part ('-': not on one)."""
+    if not tailnet:
+        return "-"
+    parts = [str(tailnet.get("backend_state", "?")), tailnet.get("ipv4") or "-"]
+    return " ".join(parts + (["userspace"] if tailnet.get("userspace") else []))
 
 
-def tailnet_ok(node: Node, tailnet: str | None) -> bool:
-    """Running, on the address the mesh uses for it, with a TUN device unless it is a pod (None:
-    the mesh has no tailnet)."""
-    if tailnet is None:
-        return True
-    parts = tailnet.split()
-    return parts[:2] == ["Running", node.mesh_address] and (node.pod or "userspace" not in parts)
-
-
-def _mapping(value: object) -> dict | None:
-    """A health fact that is a mapping, else None (one refused by ``health.checked`` is a word)."""
-    return value if isinstance(value, dict) else None
-
-
-def _gres(in_slurm: dict) -> str:
+def _gres(in_slurm: dict | None) -> str:
     """The GRES sinfo lists for a node ("" for none)."""
-    return "" if in_slurm.get("gres") in (None, "(null)", "") else in_slurm["gres"]
+    gres = (in_slurm or {}).get("gres")
+    return "" if gres in (None, "(null)", "") else gres
 
 
-def node_status(node: Node, is_head: bool, health: dict, in_slurm: dict, on_tailnet: bool) -> NodeStatus:
-    """One row from what the node's roles reported (``<role>_health``) and the head's view of Slurm."""
-    daemons = (_mapping(health.get("slurm_health")) or {}).get("daemons") or {}
+# What to do about each problem a status record names (the filter node_status decides which).
+ADVICE = {
+    "pending": "pending: run `meshctl add-node` or `meshctl apply` to finish it",
+    "service": "{detail} not active: `meshctl apply --limit {name}` starts it (`journalctl -u` on the node says why)",
+    "userspace": "no TUN device: Slurm goes through Tailscale's proxy, but NFS and NCCL cannot reach the tailnet",
+    "tailnet": "tailnet is {detail}, not Running on {address}: `meshctl rotate-authkey --stored` logs it in",
+    "share": "the share is {detail}: `meshctl apply --limit {name}` exports or mounts it again",
+    "no-nfs-kernel": "kernel cannot mount NFS: jobs here do not see the share",
+    "slurm": "Slurm sees it {detail}: `scontrol show node {name}` says why (Reason=); "
+    "`scontrol update nodename={name} state=resume` once fixed",
+    "pod": "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (docs/usage.md)",
+}
+
+
+def node_status(node: Node, record: dict) -> NodeStatus:
+    """One row from the node's status record (checked by health.checked, judged by the filter)."""
+    services = record["services"]
     row = NodeStatus(
         node.name,
         True,
-        munge=str(health.get("munge_health", "?")),
-        daemon=", ".join(f"{d} {state}" for d, state in daemons.items()),
-        slurm=in_slurm.get("state", "absent"),
-        nfs=str(health.get("nfs_server_health" if is_head else "nfs_client_health", "?")),
-        tailnet=tailnet_text(_mapping(health.get("tailscale_health"))) if on_tailnet else "-",
-        gpus=_gres(in_slurm),
+        munge=services.get("munge", "?"),
+        daemon=", ".join(f"{d} {state}" for d, state in services.items() if d.startswith("slurm")),
+        slurm=(record.get("slurm") or {}).get("state", "absent") if "compute" in node.roles else "-",
+        nfs=record.get("share") or "?",
+        tailnet=tailnet_text(record.get("tailnet")),
+        gpus=_gres(record.get("slurm")),
+        healthy=record["healthy"],
+        problem=record["problem"],
     )
-    ready = bool(in_slurm.get("ready")) or "compute" not in node.roles
-    services = row.munge == "active" and bool(daemons) and all(v == "active" for v in daemons.values())
-    row.healthy = (
-        node.state == "active"
-        and services
-        and ready
-        and (row.nfs in NFS_OK or node.pod)  # a pod cannot mount NFS: said below, not a fault
-        and tailnet_ok(node, row.tailnet if on_tailnet else None)
-    )
-    if node.state != "active":
-        row.error = "pending: run `meshctl add-node` or `meshctl apply` to finish it"
-    elif node.pod and row.healthy:
-        row.error = "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (docs/usage.md)"
-    elif "userspace" in row.tailnet.split() and not node.pod:
-        row.error = "no TUN device: Slurm goes through Tailscale's proxy, but NFS and NCCL cannot reach the tailnet"
-    elif not tailnet_ok(node, row.tailnet if on_tailnet else None):
-        row.error = f"tailnet is not Running on {node.mesh_address}: `meshctl rotate-authkey --stored` logs it in"
-    elif row.nfs == "fstab-only":
-        row.error = "kernel cannot mount NFS: jobs here do not see the share"
+    if row.problem:
+        row.error = ADVICE[row.problem].format(name=node.name, address=node.mesh_address,
+                                               detail=record.get("detail") or "?")  # fmt: skip
     return row
 
 
@@ -528,20 +518,22 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
                      f"itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
     else:  # Slurm has not missed it (yet): it stopped a moment ago, or only its SSH fails
         row.error = (f"SSH fails ({said}) while Slurm still lists it {row.slurm}: it may have just stopped "
-                     f"(Slurm notices within minutes), or its SSH is broken (a new host key: "
-                     f"`meshctl forget-host-key {node.name}`)")  # fmt: skip
+                     f"(Slurm notices within minutes), its link is slow (`meshctl status --timeout 5`), or its "
+                     f"SSH is broken (a new host key: `meshctl forget-host-key {node.name}`)")  # fmt: skip
     return row
 
 
-def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tuple[list[NodeStatus], str, bool]:
+def status(
+    mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None, timeout: int = STATUS_CONNECT_TIMEOUT
+) -> tuple[list[NodeStatus], str, bool]:
     """One row per node, MLflow's health, and whether everything is healthy.
 
-    Runs playbooks/status.yml: each role reports what it sees on each node (``<role>_health``
-    facts, read back from the run's events); meshctl only judges.
+    Runs playbooks/status.yml: one read per node (module mesh_status), judged into one status
+    record per node by the collection's filter node_status; meshctl checks each record's shape,
+    words the advice, and says what the head's Slurm knows of a node that did not answer.
     """
     head = head_of(nodes)
     mesh_vars = mesh_vars or {}
-    on_tailnet = tailnet.uses_tailscale(mesh_vars)
     quiet = runner.Progress(out=io.StringIO(), live=False)
     result = runner.run_playbook(
         "status.yml",
@@ -550,26 +542,28 @@ def status(mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None) -> tupl
         known_hosts=mesh.known_hosts,
         progress=quiet,
         vault_id=mesh_vars.get(vault.MESH_VAR),
-        mitogen=False,  # a few tasks per node: plain Ansible is faster (docs/benchmarks.md)
-        connect_timeout=STATUS_CONNECT_TIMEOUT,  # a stopped machine costs seconds, not Ansible's 10 s
+        mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
+        connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
+        stream=False,  # a second's run nobody watches: its events at the end
     )
     said = {f.host: f.message for f in result.failures}
-    head_health = result.health.get(head.name, {})
-    head_slurm = _mapping(head_health.get("slurm_health")) or {}
-    slurm_nodes = head_slurm.get("nodes") or {}
-    sinfo_ok = bool(head_slurm.get("sinfo_ok"))
+    controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
+    slurm_nodes = controller.get("slurm_nodes") or {}
     rows = []
     for node in nodes:
-        if node.name in result.unreachable or node.name not in result.health:
+        if node.name in result.refused_records:  # a record outside its shape: never shown as sent
+            rows.append(NodeStatus(node.name, True, error="reported what meshctl refuses ("
+                                   + result.refused_records[node.name] + ")"))  # fmt: skip
+        elif node.name in result.records:
+            rows.append(node_status(node, result.records[node.name]))
+        elif node.name not in result.unreachable and node.name in said:  # reached, but the read failed
+            rows.append(NodeStatus(node.name, True, error=f"its status could not be read ({said[node.name]}): "
+                                   f"run `meshctl status -v`; the log names the task"))  # fmt: skip
+        else:
             rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
                                            slurm_nodes.get(node.name, {})))  # fmt: skip
-            continue
-        row = node_status(node, node is head, result.health[node.name], slurm_nodes.get(node.name, {}), on_tailnet)
-        if node.name in result.refused_health:  # a report outside its shape: never shown as sent
-            row.healthy = False
-            row.error = "reported what meshctl refuses (" + "; ".join(result.refused_health[node.name]) + ")"
-        rows.append(row)
-    mlflow = str(head_health.get("mlflow_health", "unreachable"))
+    mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
+    sinfo_ok = bool(controller.get("sinfo_ok"))
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
 
 

@@ -33,7 +33,7 @@ fi
 def packaged_slurm_major(facts: dict[str, str]) -> str | None:
     """The Slurm major release the machine has or would install ("22.05"), from the probe's
     ``apt-cache policy slurmctld`` line; None when its package lists know no Slurm."""
-    versions = resources.plugin_module("filter/slurm_versions.py")
+    versions = resources.plugin("filter.slurm_versions")
     return versions.slurm_major(versions.apt_policy_version(facts.get("slurm_policy", "")))
 
 

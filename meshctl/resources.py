@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
+import atexit
+import importlib
+import shutil
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -78,12 +81,22 @@ def collections_path(folder: Path) -> Path:
 
 
 @cache
-def plugin_module(relative: str) -> ModuleType:
-    """Import a Python file of the collection's plugins (``filter/...``), so the CLI and the roles share one copy."""
-    path = data_dir() / "plugins" / relative
-    name = "meshctl._plugin_" + relative.replace("/", "_").removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _import_root() -> Path:
+    """A folder on sys.path whose ``ansible_collections/meshctl/mesh`` is this meshctl's collection.
+
+    A private folder of this process (a symlink to ``data_dir()`` inside it), so the collection's
+    Python is imported the way Ansible imports it, and nothing outside the process changes.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="meshctl-collection-"))
+    atexit.register(shutil.rmtree, folder, True)
+    collections_path(folder)
+    sys.path.append(str(folder))  # after everything else: it adds the one package ansible_collections
+    return folder
+
+
+def plugin(name: str) -> ModuleType:
+    """Import the collection's Python (``module_utils.mesh_hw``, ``filter.slurm_versions``) as the
+    package ``ansible_collections.meshctl.mesh.plugins``: one copy, shared by the CLI and the roles,
+    with its own imports (``from ansible_collections.meshctl.mesh.plugins.module_utils ...``) working."""
+    _import_root()
+    return importlib.import_module(f"ansible_collections.{COLLECTION[0]}.{COLLECTION[1]}.plugins.{name}")

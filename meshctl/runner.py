@@ -21,6 +21,7 @@ from pathlib import Path
 
 import ansible_runner
 import yaml
+from ansible_runner.interface import init_runner
 
 from meshctl import display, health, hostkeys, resources, ssh
 from meshctl.errors import EnvironmentProblem, PlaybookError
@@ -31,8 +32,6 @@ COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 REPORT_FACTS = ("tailscale_report",)
 # The hardware facts the mesh_facts module returns; meshctl records them per node after a run.
 HW_FACT = "mesh_hw"
-# What each role's `tasks_from: status` sets (munge_health, slurm_health, ...), for meshctl status.
-HEALTH_SUFFIX = "_health"
 
 
 @dataclass
@@ -52,8 +51,8 @@ class RunResult:
     reports: dict[str, dict] = field(default_factory=dict)  # per host: facts named in REPORT_FACTS
     notes: list[str] = field(default_factory=list)  # what meshctl learned from the run, for the user
     hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
-    health: dict[str, dict] = field(default_factory=dict)  # per host: the <role>_health facts (status.yml)
-    refused_health: dict[str, list[str]] = field(default_factory=dict)  # per host: health facts refused
+    records: dict[str, dict] = field(default_factory=dict)  # per host: its status record (status.yml)
+    refused_records: dict[str, str] = field(default_factory=dict)  # per host: why its record was refused
     log: Path | None = None  # the run's full output, kept under the mesh (logs/)
 
     @property
@@ -122,8 +121,8 @@ class Progress:
         self.changed: dict[str, list[str]] = defaultdict(list)
         self.reports: dict[str, dict] = {}
         self.hw: dict[str, dict] = {}
-        self.health: dict[str, dict] = defaultdict(dict)
-        self.refused_health: dict[str, list[str]] = {}  # host -> what it reported outside the schema
+        self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
+        self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
         self.verbose = False  # -v: show Ansible's own output (run_playbook sets it)
         self.log = None  # the run's log file (run_playbook opens it)
         self._rich = None
@@ -172,11 +171,12 @@ class Progress:
                     self.reports[host] = facts[name]
             if HW_FACT in facts:
                 self._hardware(host, data.get("task", ""), facts[HW_FACT])
-            for name, value in facts.items():
-                if name.endswith(HEALTH_SUFFIX):
-                    self.health[host][name], problem = health.checked(name, value)
-                    if problem:
-                        self.refused_health.setdefault(host, []).append(f"{name}: {problem}")
+            if health.FACT in facts:
+                record, problem = health.checked(host, facts[health.FACT])
+                if problem:
+                    self.refused_records[host] = problem
+                else:
+                    self.records[host] = record
             if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
                 self._say(f"    {host}: {res['msg']}")
             for text in diff_lines(res.get("diff")):
@@ -305,12 +305,14 @@ def run_playbook(
     vault_id: str | None = None,
     mitogen: bool = True,
     connect_timeout: int | None = None,
+    stream: bool = True,
 ) -> RunResult:
     """Run one of meshctl's playbooks against an inventory built by ``mesh.to_inventory``.
 
     ``mitogen=False`` runs plain Ansible whatever ``MESHCTL_MITOGEN`` says: for runs of a few tasks
     per node (status), where Mitogen's start on every node costs more than it saves.
     ``connect_timeout`` is how long ssh waits for a node (status: a few seconds).
+    ``stream=False`` hands the run's events over when it ends (a short run nobody watches: status).
 
     The inventory is written into the run's private folder, beside links to the mesh's
     ``group_vars``/``host_vars`` so the user's settings apply as they do for ``mesh.yml``.
@@ -373,7 +375,7 @@ def run_playbook(
             if known_hosts:  # Mitogen's ssh refuses a key it has not seen: record new nodes' keys first
                 ssh.learn_host_keys(first_contacts(inventory, limit, known_hosts), known_hosts)
         try:
-            runner = ansible_runner.run(
+            settings = dict(
                 private_data_dir=str(private),
                 playbook=str(resources.playbook(playbook)),
                 inventory=str(source),
@@ -386,6 +388,15 @@ def run_playbook(
                 event_handler=progress.event,
                 extravars=extravars or None,
             )
+            if stream:
+                runner = ansible_runner.run(**settings)
+            else:
+                # Nobody watches this run as it goes: ansible-playbook as a plain subprocess, its events
+                # handed over when it ends, instead of a pseudo-terminal polled (and a 0.1 s close).
+                runner = init_runner(**settings)
+                runner.runner_mode = runner.config.runner_mode = "subprocess"
+                runner.config.subprocess_timeout = None
+                runner.run()
         finally:
             progress.close()
         progress.recap()
@@ -398,8 +409,8 @@ def run_playbook(
             dict(progress.changed),
             dict(progress.reports),
             hw=dict(progress.hw),
-            health=dict(progress.health),
-            refused_health=dict(progress.refused_health),
+            records=dict(progress.records),
+            refused_records=dict(progress.refused_records),
             log=Path(log.name) if log is not None else None,
         )
     finally:

@@ -29,7 +29,7 @@ KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/
 
 
 def _plugin() -> ModuleType:
-    return resources.plugin_module("filter/tailscale_status.py")
+    return resources.plugin("filter.tailscale_status")
 
 
 def key_path(mesh: Mesh) -> Path:

@@ -18,13 +18,20 @@ class Unhealthy(MeshctlError):
 
 
 @click.command("status")
+@click.option(
+    "--timeout",
+    type=click.IntRange(1, 120),
+    default=membership.STATUS_CONNECT_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for a node's SSH before calling it unreachable (raise it for slow links).",
+)
 @json_option
 @mesh_option
-def command(as_json, mesh_dir) -> None:
+def command(timeout, as_json, mesh_dir) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
-    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars)
+    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars, timeout=timeout)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "nodes": [dataclasses.asdict(r) for r in rows]}
         display.echo(json.dumps(out, indent=2))

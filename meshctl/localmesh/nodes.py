@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import netaddr
 
+from meshctl import resources
 from meshctl.errors import EnvironmentProblem
 
 NETWORK = "meshctl-demo"
@@ -47,7 +48,7 @@ def run_args(node: Node, image: str, network: str = NETWORK) -> list[str]:
     args += ["--network", network, "--ip", node.address, "--cgroupns=host"]
     args += ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock"]
     # The shared folder is a volume: NFS-Ganesha's VFS export needs a filesystem with file handles.
-    args += ["-v", "/mnt/shared-slurm"]
+    args += ["-v", str(resources.role_defaults("mesh")["mesh_share_path"])]
     args += ["--label", "org.meshctl.localmesh=1"]
     for cap in CAPABILITIES:
         args += ["--cap-add", cap]

@@ -204,7 +204,7 @@ def test_add_node_makes_it_idle(bed):
 
 
 def test_status_is_healthy(bed):
-    result = bed.meshctl("status", "--json")
+    result = bed.meshctl("status", "--json", "--timeout", "5")
     assert result.returncode == 0, result.stdout + result.stderr
     assert '"healthy": true' in result.stdout
     assert f'"tailnet": "Running {N1}' in result.stdout

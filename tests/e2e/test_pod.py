@@ -184,7 +184,7 @@ def test_batch_and_srun_jobs_run_on_the_pod(bed):
 
 
 def test_status_shows_the_pod_in_userspace(bed):
-    result = bed.meshctl("status", "--json")
+    result = bed.meshctl("status", "--json", "--timeout", "5")
     rows = {r["name"]: r for r in json.loads(result.stdout)["nodes"]}
     assert rows["rp1"]["tailnet"] == f"Running {POD} userspace", rows["rp1"]
     assert rows["rp1"]["healthy"] is True and "pod" in rows["rp1"]["error"], rows["rp1"]

@@ -1,8 +1,6 @@
 """The collection's metadata agrees with meshctl's (one version, every role and plugin shipped)."""
 
 import re
-import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -30,15 +28,21 @@ def test_collections_path_links_the_collection_root(tmp_path):
 
 def exported_filters() -> set[str]:
     names = set()
-    with tempfile.TemporaryDirectory() as folder:  # filters may import the collection's module_utils
-        sys.path.insert(0, str(resources.collections_path(Path(folder))))
-        try:
-            for path in (REPO / "plugins" / "filter").glob("*.py"):
-                module = resources.plugin_module(f"filter/{path.name}")
-                names |= set(module.FilterModule().filters())
-        finally:
-            sys.path.remove(folder)
+    for path in (REPO / "plugins" / "filter").glob("*.py"):
+        module = resources.plugin(f"filter.{path.stem}")
+        names |= set(module.FilterModule().filters())
     return names
+
+
+def test_the_collections_python_is_one_package_shared_by_the_cli_and_its_plugins():
+    """meshctl imports the collection's Python as ansible_collections.meshctl.mesh (what Ansible
+    imports): the filter's own import of module_utils and the CLI's are the same module object."""
+    from meshctl import hardware
+
+    checks = resources.plugin("filter.hw_checks")
+    assert hardware.mesh_hw().__name__ == "ansible_collections.meshctl.mesh.plugins.module_utils.mesh_hw"
+    assert checks.facts_problems is hardware.mesh_hw().facts_problems
+    assert Path(hardware.mesh_hw().__file__).resolve() == (REPO / "plugins/module_utils/mesh_hw.py").resolve()
 
 
 def test_roles_playbooks_and_scenarios_name_the_collections_content_by_fqcn():

@@ -273,11 +273,7 @@ def test_recorded_or_reported_facts_that_would_inject_lines_are_caught(hw, chang
 def test_the_controllers_filter_is_the_same_check(tmp_path):
     from meshctl import resources
 
-    sys.path.insert(0, str(resources.collections_path(tmp_path)))
-    try:
-        module = resources.plugin_module("filter/hw_checks.py")
-    finally:
-        sys.path.remove(str(tmp_path))
+    module = resources.plugin("filter.hw_checks")
     assert module.FilterModule().filters()["hw_problems"]({**SOUND, "gpus": [{"type": "x", "file": "/dev/sda"}]})
 
 

@@ -1,4 +1,9 @@
-"""meshctl status decisions from what the roles report (`<role>_health` facts), ansible-runner faked."""
+"""meshctl status: what nodes read (module mesh_status), judged by the collection's filter
+node_status into one record per node, checked and worded by meshctl; ansible-runner faked.
+
+The fake runs the real filter on raw reads shaped as the module returns them, and hands the
+records to meshctl through the run's event handler, as a real run does.
+"""
 
 import io
 import json
@@ -6,38 +11,43 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from meshctl import membership, runner
+from meshctl import health, membership, resources, runner
 from meshctl.cli import cli
 from meshctl.mesh import Mesh, Node
 
-SLURM_NODES = {
-    "head": {"state": "idle", "gres": "(null)", "ready": True},
-    "gpu1": {"state": "mixed", "gres": "gpu:rtx_a5000:2", "ready": True},
-    "cpu1": {"state": "idle", "gres": "(null)", "ready": True},
-}
+SINFO = {"head": "idle|(null)", "gpu1": "mixed|gpu:rtx_a5000:2", "cpu1": "idle|(null)"}
+TS_JSON = {"BackendState": "{state}", "TUN": True, "Self": {"HostName": "x", "TailscaleIPs": ["{ip}"]}}
 
 
-def head_health(**changes):
-    health = {
-        "munge_health": "active",
-        "slurm_health": {"daemons": {"slurmctld": "active", "slurmd": "active"}, "sinfo_ok": True,
-                         "nodes": dict(SLURM_NODES)},
-        "nfs_server_health": "exporting",
-        "mlflow_health": "OK",
-    }  # fmt: skip
-    health.update(changes)
-    return health
+def flt():
+    return resources.plugin("filter.node_status")
 
 
-def node_health(nfs="mounted", munge="active", slurmd="active", tailnet=None):
-    health = {"munge_health": munge, "slurm_health": {"daemons": {"slurmd": slurmd}}, "nfs_client_health": nfs}
-    if tailnet is not None:
-        health["tailscale_health"] = tailnet
-    return health
+def sinfo(**states):
+    rows = {**SINFO, **states}
+    return {"rc": 0, "stdout": "".join(f"{name}|{row}\n" for name, row in rows.items())}
 
 
 def ts(state, ipv4, userspace=False):
-    return {"backend_state": state, "ipv4": ipv4, "userspace": userspace}
+    data = {
+        "BackendState": state,
+        "TUN": not userspace,
+        "Self": {"HostName": "x", "TailscaleIPs": [ipv4] if ipv4 else []},
+    }
+    return {"rc": 0, "stdout": json.dumps(data)}
+
+
+def head_read(mlflow=200, export="active", sinfo_read=None, tailnet=None, **services):
+    read = {"services": {"munge": "active", "slurmctld": "active", "slurmd": "active", "nfs-ganesha": export,
+                         **services},
+            "sinfo": sinfo_read or sinfo(), "tailscale": tailnet, "mount": None,
+            "http": {"status": mlflow, "body": "OK" if mlflow == 200 else ""}}  # fmt: skip
+    return read
+
+
+def node_read(nfs="mounted", munge="active", slurmd="active", tailnet=None):
+    return {"services": {"munge": munge, "slurmd": slurmd}, "sinfo": None, "tailscale": tailnet, "mount": nfs,
+            "http": None}  # fmt: skip
 
 
 @pytest.fixture
@@ -56,22 +66,38 @@ def mesh(tmp_path, monkeypatch):
 
 
 class FakeStatus(list):
+    """ansible-runner for status.yml: each host's read judged by the real filter, as the play does."""
+
     def __init__(self):
         super().__init__()
-        self.health: dict[str, dict] = {}
+        self.reads: dict[str, dict] = {}
         self.unreachable: list[str] = []
+        self.records: dict[str, dict] = {}  # a record to hand over as it is (a hostile one)
 
     def run_playbook(self, playbook, inventory, mesh_dir=None, **kw):
         self.append({"playbook": playbook, "inventory": inventory, **kw})
-        failures = [runner.Failure(h, "Munge", "ssh: connect to host: Connection timed out") for h in self.unreachable]
-        stats = {h: {"ok": 3} for h in self.health} | {h: {"unreachable": 1} for h in self.unreachable}
-        # What the nodes report goes through the run's event handler, as in a real run (its schema).
+        failures = [runner.Failure(h, "Read the node's services", "ssh: connect to host: Connection timed out")
+                    for h in self.unreachable]  # fmt: skip
+        stats = {h: {"ok": 3} for h in self.reads} | {h: {"unreachable": 1} for h in self.unreachable}
+        hostvars = inventory["all"]["hosts"]
+        groups = {g: set(body["hosts"]) for g, body in inventory["all"]["children"].items()}
+        controller = sorted(groups["head"])[0]
         progress = runner.Progress(out=io.StringIO(), live=False)
-        for host, facts in self.health.items():
-            if host not in self.unreachable:
-                progress.event({"event": "runner_on_ok", "event_data": {"host": host, "res": {"ansible_facts": facts}}})
+        for host, read in self.reads.items():
+            if host in self.unreachable:
+                continue
+            expect = {"name": host, "address": hostvars[host].get("mesh_address"), "pod": bool(
+                      hostvars[host].get("mesh_pod")), "active": hostvars[host]["meshctl_state"] == "active",
+                      "head": host in groups["head"], "compute": host in groups["compute"],
+                      "tailnet": host in groups["tailnet"], "controller": controller}  # fmt: skip
+            if host in groups["head"]:
+                expect["share_service"] = "nfs-ganesha"
+            head_sinfo = None if controller in self.unreachable else self.reads[controller]["sinfo"]
+            record = self.records.get(host) or flt().node_status(read, expect, head_sinfo)
+            res = {"ansible_facts": {health.FACT: record}}
+            progress.event({"event": "runner_on_ok", "event_data": {"host": host, "res": res}})
         return runner.RunResult("failed" if failures else "successful", 4 if failures else 0, failures, stats,
-                                health=dict(progress.health), refused_health=progress.refused_health)  # fmt: skip
+                                records=progress.records, refused_records=progress.refused_records)  # fmt: skip
 
 
 @pytest.fixture
@@ -81,20 +107,25 @@ def fake(monkeypatch):
     return f
 
 
-def test_status_runs_the_roles_status_entry_points_on_every_node(mesh, fake):
-    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health()}
+def healthy_reads():
+    return {"head": head_read(), "gpu1": node_read(), "cpu1": node_read()}
+
+
+def test_status_reads_every_node_once_and_judges_it(mesh, fake):
+    fake.reads = healthy_reads()
     rows, mlflow, healthy = membership.status(mesh, *mesh.load())
     assert fake[0]["playbook"] == "status.yml" and fake[0].get("limit") is None
-    assert fake[0]["mitogen"] is False  # a few tasks per node: plain Ansible is faster
+    assert fake[0]["mitogen"] is False  # one read per node: plain Ansible is faster
     assert set(fake[0]["inventory"]["all"]["hosts"]) == {"head", "gpu1", "cpu1"}
     assert healthy and mlflow == "OK"
     by = {r.name: r for r in rows}
     assert by["gpu1"].gpus == "gpu:rtx_a5000:2" and by["gpu1"].slurm == "mixed"
     assert by["head"].daemon == "slurmctld active, slurmd active" and by["head"].nfs == "exporting"
+    assert all(r.error == "" and r.problem == "" for r in rows)
 
 
 def test_one_down_node_makes_status_fail(mesh, fake):
-    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health()}
+    fake.reads = healthy_reads()
     fake.unreachable = ["cpu1"]
     result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
     assert result.exit_code == 1, (result.output, result.exception)
@@ -105,17 +136,18 @@ def test_one_down_node_makes_status_fail(mesh, fake):
     assert not rows["cpu1"]["ssh"] and "timed out" in rows["cpu1"]["error"]
     assert out["mlflow"] == "OK" and out["healthy"] is False
     # The head's Slurm view of the node SSH could not reach, and advice that fits a machine that is off.
-    assert rows["cpu1"]["slurm"] == "idle"  # SLURM_NODES: Slurm has not noticed yet
+    assert rows["cpu1"]["slurm"] == "idle"  # Slurm has not noticed yet
     assert "SSH fails" in rows["cpu1"]["error"] and "may have just stopped" in rows["cpu1"]["error"]
     assert "meshctl apply" not in rows["cpu1"]["error"]
     assert fake[-1]["connect_timeout"] == membership.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
+    assert "--timeout 5" in rows["cpu1"]["error"]  # a slow link is one of the causes it names
+    CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--timeout", "7"])
+    assert fake[-1]["connect_timeout"] == 7
+    assert CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--timeout", "0"]).exit_code == 2
 
 
 def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
-    nodes_down = {**SLURM_NODES, "cpu1": {"state": "down*", "gres": "(null)", "ready": False}}
-    fake.health = {"head": head_health(slurm_health={"daemons": {"slurmctld": "active", "slurmd": "active"},
-                                                     "sinfo_ok": True, "nodes": nodes_down}),
-                   "gpu1": node_health(), "cpu1": node_health()}  # fmt: skip
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(cpu1="down*|(null)"))}
     fake.unreachable = ["cpu1"]
     result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"})
     assert result.exit_code == 1
@@ -125,33 +157,47 @@ def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
 
 
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
-    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": node_health(nfs="fstab-only")}
+    fake.reads = {**healthy_reads(), "cpu1": node_read(nfs="fstab-only")}
     rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
     cpu1 = next(r for r in rows if r.name == "cpu1")
-    assert cpu1.healthy and "cannot mount NFS" in cpu1.error
+    assert cpu1.healthy and cpu1.problem == "no-nfs-kernel" and "cannot mount NFS" in cpu1.error
     assert healthy
 
 
-def not_ready(name):
-    nodes = dict(SLURM_NODES, **{name: {"state": "down*", "gres": "(null)", "ready": False}})
-    return head_health(slurm_health={"daemons": {"slurmctld": "active", "slurmd": "active"}, "sinfo_ok": True,
-                                     "nodes": nodes})  # fmt: skip
+@pytest.mark.parametrize(
+    ("head", "gpu1", "problem", "says"),
+    [
+        (head_read(), node_read(slurmd="inactive"), "service", "slurmd not active: `meshctl apply --limit gpu1`"),
+        (head_read(), node_read(munge="failed"), "service", "munge not active"),
+        (head_read(), node_read(nfs="not-mounted"), "share", "the share is not-mounted"),
+        (head_read(), node_read(nfs="missing"), "share", "the share is missing"),
+        (head_read(sinfo_read=sinfo(gpu1="down*|gpu:rtx_a5000:2")), node_read(), "slurm", "Slurm sees it down*"),
+        (head_read(sinfo_read=sinfo(gpu1="drained|gpu:rtx_a5000:2")), node_read(), "slurm", "Reason="),
+        (head_read(sinfo_read=sinfo(gpu1="idle*|gpu:rtx_a5000:2")), node_read(), "slurm", "idle*"),
+    ],
+    ids=["slurmd", "munge", "nfs", "fstab", "slurm-down", "drained", "not-responding"],
+)
+def test_each_fault_of_a_node_is_named_with_its_fix(mesh, fake, head, gpu1, problem, says):
+    fake.reads = {"head": head, "gpu1": gpu1, "cpu1": node_read()}
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    by = {r.name: r for r in rows}
+    assert healthy is False and not by["gpu1"].healthy and by["gpu1"].problem == problem
+    assert says in by["gpu1"].error
+    assert by["cpu1"].healthy and by["head"].healthy
 
 
 @pytest.mark.parametrize(
-    ("head", "gpu1"),
+    "head",
     [
-        (head_health(), node_health(slurmd="inactive")),  # slurmd stopped
-        (head_health(), node_health(munge="failed")),  # munge down
-        (head_health(), node_health(nfs="not-mounted")),  # mountable but not mounted
-        (head_health(mlflow_health="unreachable"), node_health()),  # MLflow not answering
-        (not_ready("gpu1"), node_health()),  # down in Slurm (the role says which states are ready)
-        (head_health(nfs_server_health="down"), node_health()),  # the export is gone
+        head_read(mlflow=0),
+        head_read(mlflow=502),
+        head_read(export="failed"),
+        head_read(sinfo_read={"rc": 1, "stdout": ""}),
     ],
-    ids=["slurmd", "munge", "nfs", "mlflow", "slurm-state", "export"],
+    ids=["mlflow-down", "mlflow-502", "export", "sinfo-fails"],
 )
-def test_each_fault_is_unhealthy(mesh, fake, head, gpu1):
-    fake.health = {"head": head, "gpu1": gpu1, "cpu1": node_health()}
+def test_each_fault_of_the_head_is_unhealthy(mesh, fake, head):
+    fake.reads = {**healthy_reads(), "head": head}
     _rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
     assert healthy is False
 
@@ -164,10 +210,10 @@ def tailnet_mesh(mesh):
 
 
 def test_tailnet_column_and_health(tailnet_mesh, fake):
-    fake.health = {
-        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
-        "gpu1": node_health(tailnet=ts("Running", "100.64.0.2", userspace=True)),  # no TUN device
-        "cpu1": node_health(tailnet=ts("NeedsLogin", None)),
+    fake.reads = {
+        "head": head_read(tailnet=ts("Running", "100.64.0.1")),
+        "gpu1": node_read(tailnet=ts("Running", "100.64.0.2", userspace=True)),  # no TUN device
+        "cpu1": node_read(tailnet=ts("NeedsLogin", None)),
     }
     rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
@@ -178,59 +224,109 @@ def test_tailnet_column_and_health(tailnet_mesh, fake):
     assert healthy is False
 
 
+def test_tailscaled_down_or_unreadable_is_unhealthy(tailnet_mesh, fake):
+    fake.reads = {
+        "head": head_read(tailnet=ts("Running", "100.64.0.1")),
+        "gpu1": node_read(tailnet={"rc": 1, "stdout": ""}),
+        "cpu1": node_read(tailnet={"rc": 0, "stdout": "not json"}),
+    }
+    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    by = {r.name: r for r in rows}
+    assert by["gpu1"].tailnet == "down -" and by["gpu1"].problem == "tailnet"
+    assert by["cpu1"].tailnet == "unreadable -" and by["cpu1"].problem == "tailnet"
+
+
 def test_a_pod_in_userspace_without_nfs_is_healthy_and_says_why(tailnet_mesh, fake):
     nodes, mesh_vars = tailnet_mesh.load()
     nodes[1].pod = True  # gpu1 is a pod: userspace Tailscale and no kernel NFS are its normal state
     tailnet_mesh.save(nodes, mesh_vars)
-    fake.health = {
-        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
-        "gpu1": node_health(nfs="no-kernel-nfs", tailnet=ts("Running", "100.64.0.2", userspace=True)),
-        "cpu1": node_health(tailnet=ts("Running", "100.64.0.3", userspace=True)),  # not a pod
+    fake.reads = {
+        "head": head_read(tailnet=ts("Running", "100.64.0.1")),
+        "gpu1": node_read(nfs="fstab-only", tailnet=ts("Running", "100.64.0.2", userspace=True)),
+        "cpu1": node_read(tailnet=ts("Running", "100.64.0.3", userspace=True)),  # not a pod
     }
     rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
     assert by["gpu1"].healthy and by["gpu1"].tailnet.endswith("userspace") and "pod" in by["gpu1"].error
     assert not by["cpu1"].healthy and "NCCL" in by["cpu1"].error
     assert healthy is False
-    fake.health["gpu1"] = node_health(slurmd="fatal", tailnet=ts("Running", "100.64.0.2", userspace=True))
+    fake.reads["gpu1"] = node_read(slurmd="fatal", tailnet=ts("Running", "100.64.0.2", userspace=True))
     rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     assert not {r.name: r for r in rows}["gpu1"].healthy  # a pod's slurmd that supervisor gave up on
 
 
 def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, fake):
-    fake.health = {
-        "head": head_health(tailscale_health=ts("Running", "100.64.0.1")),
-        "gpu1": node_health(tailnet=ts("Running", "100.64.9.9")),  # Slurm and NFS still use 100.64.0.2
-        "cpu1": node_health(tailnet=ts("Running", "100.64.0.3")),
+    fake.reads = {
+        "head": head_read(tailnet=ts("Running", "100.64.0.1")),
+        "gpu1": node_read(tailnet=ts("Running", "100.64.9.9")),  # Slurm and NFS still use 100.64.0.2
+        "cpu1": node_read(tailnet=ts("Running", "100.64.0.3")),
     }
     rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
     assert [r.name for r in rows if not r.healthy] == ["gpu1"]
 
 
-def test_progress_collects_health_facts_per_host():
-    import io
+def test_a_pending_node_is_unhealthy_whatever_it_reads(mesh, fake):
+    nodes, mesh_vars = mesh.load()
+    nodes[2].state = "pending"
+    mesh.save(nodes, mesh_vars)
+    fake.reads = healthy_reads()
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    cpu1 = next(r for r in rows if r.name == "cpu1")
+    assert not healthy and cpu1.problem == "pending" and "meshctl apply" in cpu1.error
 
+
+def test_every_problem_the_filter_names_has_advice():
+    assert set(health.problems()) == set(membership.ADVICE)
+    assert set(flt().HEALTHY_PROBLEMS) <= {"", *membership.ADVICE}
+
+
+def test_progress_keeps_one_checked_record_per_host():
     progress = runner.Progress(out=io.StringIO(), live=False)
-    res = {"ansible_facts": {"munge_health": "active"}, "changed": False}
-    progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": res}})
-    res = {"ansible_facts": {"slurm_health": {"daemons": {"slurmd": "active"}}}, "changed": False}
-    progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": res}})
-    assert progress.health == {"gpu1": {"munge_health": "active", "slurm_health": {"daemons": {"slurmd": "active"}}}}
+    record = flt().node_status(node_read(), {"name": "gpu1", "active": True, "compute": True})
+    progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": {"ansible_facts": {
+        health.FACT: record}}}})  # fmt: skip
+    progress.event(
+        {"event": "runner_on_ok", "event_data": {"host": "cpu1", "res": {"ansible_facts": {health.FACT: record}}}}
+    )  # fmt: skip: gpu1's record handed over as cpu1's
+    assert progress.records == {"gpu1": record}
+    assert progress.refused_records == {"cpu1": "the record names another node"}
 
 
-def test_health_a_node_reports_outside_its_shape_is_refused_never_shown(mesh, fake, capsys):
-    """A hostile node's status words: an escape sequence, a line break, a tailnet address that is not one."""
-    hostile = node_health(munge="active\x1b]52;c;aWQK\x07", tailnet=ts("Running", "8.8.8.8\nx"))
-    hostile["slurm_health"] = {"daemons": {"slurmd": "active"}, "owner": "x"}
-    fake.health = {"head": head_health(), "gpu1": node_health(), "cpu1": hostile}
+def hostile_record():
+    record = flt().node_status(node_read(), {"name": "cpu1", "active": True, "compute": True})
+    return record
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"services": {"munge": "active\x1b]52;c;aWQK\x07"}}, "services is not a mapping of service words"),
+        ({"tailnet": {"backend_state": "Running", "ipv4": "8.8.8.8\nx", "userspace": False}}, "tailnet: ipv4"),
+        ({"slurm": {"state": "idle", "gres": "gpu\x1b[2J", "ready": True}}, "slurm: node cpu1's GRES"),
+        ({"problem": "all good"}, "problem is not one meshctl knows"),
+        ({"healthy": "yes"}, "sinfo_ok or healthy"),
+        ({"owner": "x"}, "not a status record"),
+        ({"share": "mounted; rm -rf"}, "share is not a status word"),
+    ],
+    ids=["escape", "address", "gres", "problem", "healthy", "key", "share"],
+)
+def test_a_record_outside_its_shape_is_refused_never_shown(mesh, fake, change, why):
+    """What a hostile node could slip into its record: never printed, the row unhealthy and named."""
+    fake.reads = healthy_reads()
+    fake.records = {"cpu1": {**hostile_record(), **change}}
     nodes, _vars = mesh.load()
-    rows, _mlflow, healthy = membership.status(mesh, nodes, {"mesh_tailscale": True})
+    rows, _mlflow, healthy = membership.status(mesh, nodes, {})
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert not healthy and not cpu1.healthy
-    assert cpu1.munge == "refused" and "reported what meshctl refuses" in cpu1.error
-    assert "munge_health: not a status word" in cpu1.error and "tailscale_health: ipv4" in cpu1.error
-    assert "slurm_health: not a mapping" in cpu1.error
-    assert "\x1b" not in repr(rows) and "8.8.8.8" not in repr(rows)
+    assert "reported what meshctl refuses" in cpu1.error and why in cpu1.error
+    assert "\x1b" not in repr(rows) and "8.8.8.8" not in repr(rows) and "rm -rf" not in repr(rows)
+
+
+def test_a_hostile_sinfo_line_is_left_out_or_worded():
+    rows = flt().slurm_rows({"rc": 0, "stdout": "gpu1|idle\x1b[2J|(null)\nEVIL NAME|idle|x\ncpu1|idle|gpu:a|b\n"
+                                                  "n3|mixed|gpu:a100:8\n"})  # fmt: skip
+    assert rows == {"gpu1": {"state": "unknown", "gres": "(null)", "ready": False},
+                    "n3": {"state": "mixed", "gres": "gpu:a100:8", "ready": True}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -243,8 +339,11 @@ def test_the_tailscale_roles_real_reports_pass_the_health_schema(name):
     from tests.conftest import fixture_text, load_file
 
     report = load_file("plugins/filter/tailscale_status.py").tailscale_status(fixture_text(f"tailscale-status/{name}"))
-    assert health.checked("tailscale_health", report) == (report, None)
+    record = flt().node_status(node_read(tailnet={"rc": 0, "stdout": fixture_text(f"tailscale-status/{name}")}),
+                               {"name": "gpu1", "active": True, "tailnet": True})  # fmt: skip
+    assert record["tailnet"] == report and health.checked("gpu1", record) == (record, None)
     running = {**report, "backend_state": "Running", "ipv4": "100.101.1.2", "ipv6": "fd7a:115c:a1e0::1",
                "hostname": "gpu1", "key_expiry": "2026-05-01T10:00:00Z", "version": "1.94.2-t1a2b3c4d"}  # fmt: skip
-    assert health.checked("tailscale_health", running) == (running, None)
-    assert health.checked("tailscale_health", {**report, "ipv6": "fd7a::1\nx"})[1] == "ipv6 is not an IPv6 address"
+    assert health.checked("gpu1", {**record, "tailnet": running}) == ({**record, "tailnet": running}, None)
+    bad = {**record, "tailnet": {**report, "ipv6": "fd7a::1\nx"}}
+    assert health.checked("gpu1", bad)[1] == "tailnet: ipv6 is not an IPv6 address"

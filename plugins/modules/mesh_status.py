@@ -1,0 +1,197 @@
+#!/usr/bin/python
+# Copyright: meshctl contributors; Apache-2.0
+"""Read a node's meshctl services in one round trip, for `meshctl status`."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mesh_status
+short_description: Read the state of a node's mesh services in one round trip
+version_added: "0.9.0"
+description:
+  - Asks, in one module run, what C(meshctl status) needs to know of a node. The state of its
+    daemons (systemd, or supervisor on a pod), every node's state in Slurm as C(sinfo) prints it,
+    C(tailscale status --json), the shared folder's mount, and a tracking server's health URL.
+  - Reads only, never changes the node. Runs the same in check mode.
+  - Returns raw observations, each capped in size; the C(meshctl.mesh.node_status) filter parses
+    and judges them on the control machine.
+options:
+  services:
+    description: Units whose state to read, as C(systemctl is-active) prints it.
+    type: list
+    elements: str
+    default: []
+  supervisor:
+    description: Read the services from supervisor (C(meshctl-pod-start --is-active)) instead of systemd.
+    type: bool
+    default: false
+  sinfo:
+    description: Read every node's state, GRES in Slurm (C(sinfo --Node)); the controller's view.
+    type: bool
+    default: false
+  tailscale:
+    description: Read C(tailscale status --json).
+    type: bool
+    default: false
+  mount_path:
+    description:
+      - The shared folder's mount point; reports C(mounted), C(not-mounted) (in fstab, the kernel
+        could mount it), C(fstab-only) (in fstab, this kernel has no NFS) or C(missing).
+    type: path
+  mount_possible:
+    description: Whether this node's kernel may mount NFS at all (false on a pod).
+    type: bool
+    default: true
+  url:
+    description: An HTTP URL to GET (a tracking server's C(/health)); its status and body are reported.
+    type: str
+  timeout:
+    description: Seconds each command and the URL may take.
+    type: int
+    default: 5
+author:
+  - meshctl contributors
+"""
+
+EXAMPLES = r"""
+- name: Read the head's services
+  meshctl.mesh.mesh_status:
+    services: [munge, slurmctld, slurmd]
+    sinfo: true
+    tailscale: true
+    url: http://100.100.0.1:5000/health
+  register: probe
+
+- name: Judge them
+  ansible.builtin.set_fact:
+    mesh_status: "{{ probe.status | meshctl.mesh.node_status(expect) }}"
+"""
+
+RETURN = r"""
+status:
+  description: What was read; a part not asked for is null.
+  returned: always
+  type: dict
+  contains:
+    services:
+      description: Each service and its state (C(active), C(inactive), C(failed), C(unknown), ...).
+      type: dict
+    sinfo:
+      description: C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%T|%G).
+      type: dict
+    tailscale:
+      description: C(rc) and C(stdout) of C(tailscale status --json).
+      type: dict
+    mount:
+      description: C(mounted), C(not-mounted), C(fstab-only) or C(missing).
+      type: str
+    http:
+      description: C(status) (0 when nothing answered) and C(body) of the URL.
+      type: dict
+"""
+
+import os
+import subprocess
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule
+
+LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G"]
+
+
+def run(argv, timeout):
+    """rc and stdout (capped) of a command; rc 127 when it is missing, 124 when it hangs."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+    except FileNotFoundError:
+        return {"rc": 127, "stdout": ""}
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "stdout": ""}
+    return {"rc": done.returncode, "stdout": done.stdout[:LIMIT]}
+
+
+def service_states(names, supervisor, timeout):
+    """Each name's state, one `is-active` call for all of them (it prints one line per name)."""
+    if not names:
+        return {}
+    argv = (["meshctl-pod-start", "--is-active"] if supervisor else ["systemctl", "is-active"]) + list(names)
+    lines = run(argv, timeout)["stdout"].splitlines()
+    return {name: (lines[i].strip() if i < len(lines) and lines[i].strip() else "unknown") for i, name in
+            enumerate(names)}  # fmt: skip
+
+
+def fstab_has(path, fstab="/etc/fstab"):
+    try:
+        with open(fstab, encoding="utf-8", errors="replace") as handle:
+            return any(len(fields) > 2 and fields[1] == path for fields in (line.split() for line in handle)
+                       if fields and not fields[0].startswith("#"))  # fmt: skip
+    except OSError:
+        return False
+
+
+def nfs_mounted(path, mounts="/proc/self/mounts"):
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as handle:
+            return any(len(fields) > 2 and fields[1] == path and fields[2] in ("nfs", "nfs4")
+                       for fields in (line.split() for line in handle))  # fmt: skip
+    except OSError:
+        return False
+
+
+def kernel_has_nfs(filesystems="/proc/filesystems"):
+    try:
+        with open(filesystems, encoding="utf-8", errors="replace") as handle:
+            return any(line.split()[-1:] == ["nfs4"] for line in handle)
+    except OSError:
+        return False
+
+
+def mount_state(path, possible=True):
+    if nfs_mounted(path):
+        return "mounted"
+    if not fstab_has(path):
+        return "missing"
+    return "not-mounted" if possible and kernel_has_nfs() else "fstab-only"
+
+
+def http_get(url, timeout):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return {"status": answer.status, "body": answer.read(LIMIT).decode("utf-8", "replace")}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "body": ""}
+    except (OSError, ValueError):
+        return {"status": 0, "body": ""}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "services": {"type": "list", "elements": "str", "default": []},
+            "supervisor": {"type": "bool", "default": False},
+            "sinfo": {"type": "bool", "default": False},
+            "tailscale": {"type": "bool", "default": False},
+            "mount_path": {"type": "path"},
+            "mount_possible": {"type": "bool", "default": True},
+            "url": {"type": "str"},
+            "timeout": {"type": "int", "default": 5},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    os.environ.setdefault("LC_ALL", "C")
+    status = {
+        "services": service_states(p["services"], p["supervisor"], p["timeout"]),
+        "sinfo": run(SINFO, p["timeout"]) if p["sinfo"] else None,
+        "tailscale": run(["tailscale", "status", "--json"], p["timeout"]) if p["tailscale"] else None,
+        "mount": mount_state(p["mount_path"], p["mount_possible"]) if p["mount_path"] else None,
+        "http": http_get(p["url"], p["timeout"]) if p["url"] else None,
+    }
+    module.exit_json(changed=False, status=status)
+
+
+if __name__ == "__main__":
+    main()
