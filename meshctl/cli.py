@@ -25,6 +25,8 @@ COMMANDS = {
     "rotate-munge-key": "rotate_munge_key",
     "render-node": "render_node",
     "forget-host-key": "forget_host_key",
+    "provider": "provider",
+    "machines": "machines",
 }
 
 

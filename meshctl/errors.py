@@ -75,5 +75,11 @@ class EnvironmentProblem(MeshctlError):
     exit_code = 6
 
 
+class ProviderError(MeshctlError):
+    """A provider's API (Lambda, Runpod, Paperspace) refused or failed a call."""
+
+    exit_code = 8
+
+
 class ParseError(UsageError):
     """A command output could not be understood."""

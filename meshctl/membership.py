@@ -18,7 +18,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import hostkeys, preflight, runner, ssh, tailnet, vault
+from meshctl import cloud, hostkeys, preflight, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
 from meshctl.mesh import LOCK, Mesh, Node, Target, atomic_write, check_name, parse_target, removed_on_failure
 
@@ -325,8 +325,21 @@ def plan_add(
     provider: str | None,
     ssh_key: str | None,
     address: str | None,
+    mesh_vars: dict | None = None,
 ) -> AddPlan:
-    """Validate everything about a new node before touching anything; raise on any problem."""
+    """Validate everything about a new node before touching anything; raise on any problem.
+
+    TARGET_TEXT is USER@HOST:PORT, or PROVIDER:NAME (an instance of a configured provider: its
+    SSH address, user and provider come from the provider's API, and the node records it).
+    """
+    instance = None
+    rented = cloud.target_of(mesh, mesh_vars or {}, target_text)
+    if rented is not None:
+        target_text, api_provider, instance, _pod = rented
+        if provider not in (None, api_provider):
+            raise UsageError(f"--provider {provider} contradicts the instance's provider {api_provider}",
+                             hint="leave --provider out: the provider's API says where it runs")  # fmt: skip
+        provider = api_provider
     target = parse_target(target_text)
     if name is not None:
         check_name(name)
@@ -365,6 +378,7 @@ def plan_add(
         state="pending",
         mesh_address=mesh_address_for(target.host, address),
         pod=report.result.pod,
+        instance=instance,
     )
     node.validate()
     return AddPlan(node, report, resumed)

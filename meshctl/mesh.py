@@ -37,11 +37,12 @@ STATES = ("pending", "active")
 # Host variables meshctl writes from a node's record; any other a user adds is kept as written.
 MANAGED_HOSTVARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "mesh_provider",
                     "meshctl_roles", "meshctl_state", "mesh_address", "ansible_become", "ansible_connection",
-                    "mesh_pod")  # fmt: skip
+                    "mesh_pod", "meshctl_instance")  # fmt: skip
 RUN_HOSTVARS = ("mesh_hw",)  # what a run's inventory sets from recorded facts: never a user's
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machine meshctl runs on
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+INSTANCE_RE = re.compile(r"(lambda|runpod|paperspace):[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
@@ -116,6 +117,7 @@ class Node:
     mesh_address: str | None = None
     connection: str = "ssh"  # "local" for a head that is the machine meshctl runs on
     pod: bool = False  # no systemd: its daemons run under supervisor (group "pod"; roles/pod)
+    instance: str | None = None  # the provider's instance it is: "<provider>:<id>" (meshctl/cloud.py)
     extra: dict = field(default_factory=dict)  # host variables a user added in mesh.yml: kept as written
 
     def validate(self) -> None:
@@ -127,6 +129,9 @@ class Node:
             raise InventoryError(f"node {self.name}: roles {self.roles} must be a subset of {list(ROLES)}")
         if self.state not in STATES:
             raise InventoryError(f"node {self.name}: state {self.state!r} must be one of {list(STATES)}")
+        if self.instance is not None and not INSTANCE_RE.fullmatch(self.instance):
+            raise InventoryError(f"node {self.name}: meshctl_instance {self.instance!r} is not PROVIDER:ID",
+                                 hint="e.g. lambda:0920582c7ff041399e34823a0be62549, or remove it")  # fmt: skip
         if self.mesh_address is not None:
             try:
                 address = netaddr.IPAddress(self.mesh_address, version=4)
@@ -158,6 +163,8 @@ class Node:
             hv["ansible_python_interpreter"] = LOCAL_PYTHON
         if self.pod:
             hv["mesh_pod"] = True
+        if self.instance:
+            hv["meshctl_instance"] = self.instance
         hv.update(self.extra)  # what the user added (never one of the keys above: from_hostvars)
         return hv
 
@@ -212,6 +219,7 @@ class Node:
             roles=list(roles),
             state=text("meshctl_state", "pending"),
             mesh_address=text("mesh_address"),
+            instance=text("meshctl_instance"),
             connection=connection,
             pod=pod,
             extra=extra,

@@ -17,7 +17,7 @@ from meshctl.options import (
 
 
 @click.command("add-node")
-@click.argument("target", metavar="[USER@]HOST[:PORT]")
+@click.argument("target", metavar="[USER@]HOST[:PORT] | PROVIDER:NAME")
 @click.option("--name", help="Node name (default: the machine's hostname).")
 @provider_option
 @ssh_key_option
@@ -27,11 +27,15 @@ from meshctl.options import (
 @wait_option
 @verbose_option
 def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, verbosity) -> None:
-    """Check a machine over SSH, configure it and the head, and mark it active."""
+    """Check a machine over SSH, configure it and the head, and mark it active.
+
+    TARGET is an SSH address, or PROVIDER:NAME for an instance of a provider the mesh has an
+    account with (`meshctl provider add`): its address, user and provider come from the API.
+    """
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"add-node {target}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address)
+        plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
         display.preflight_table(plan.report)
         what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
         display.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")

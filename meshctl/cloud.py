@@ -1,0 +1,213 @@
+"""Rented machines through their providers' APIs: accounts, instances, and which node each is.
+
+The clients are the collection's (``plugins/module_utils/mesh_cloud_<provider>.py``, one per
+provider, so the head can call them too); this module keeps the accounts (an API key per
+provider in ``secrets/providers/``, 0600, vault-encrypted when the mesh has a vault) and matches
+instances with nodes (a node records its instance as ``<provider>:<id>``).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshctl import resources
+from meshctl.errors import ProviderError, UsageError
+from meshctl.mesh import Mesh, Node
+from meshctl.vault import for_mesh, read_secret, write_secret
+
+PROVIDERS = ("lambda", "runpod", "paperspace")
+KEY_FOLDER = "providers"  # under the mesh's secrets/
+MAX_KEY_BYTES = 4096
+KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")
+WHERE_KEYS = {
+    "lambda": "https://cloud.lambda.ai/api-keys",
+    "runpod": "https://console.runpod.io/user/settings (API Keys)",
+    "paperspace": "https://console.paperspace.com/settings/apikeys",
+}
+TARGET_RE = re.compile(r"^(lambda|runpod|paperspace):(.+)$")
+
+
+def module(provider: str):
+    return resources.plugin(f"module_utils.mesh_cloud_{provider}")
+
+
+def common():
+    return resources.plugin("module_utils.mesh_cloud")
+
+
+def check_provider(provider: str) -> str:
+    if provider not in PROVIDERS:
+        raise UsageError(f"unknown provider {provider!r}", hint=f"use one of {', '.join(PROVIDERS)}")
+    return provider
+
+
+def key_path(mesh: Mesh, provider: str) -> Path:
+    return mesh.secrets / KEY_FOLDER / f"{check_provider(provider)}.key"
+
+
+def configured(mesh: Mesh) -> list[str]:
+    """The providers the mesh holds a key for."""
+    return [p for p in PROVIDERS if key_path(mesh, p).is_file()]
+
+
+def read_key_file(key_file: str) -> str:
+    """The API key from FILE (or standard input for ``-``); never echoed."""
+    if key_file == "-":
+        text = sys.stdin.read(MAX_KEY_BYTES + 1) if sys.stdin and not sys.stdin.closed else ""
+    else:
+        path = Path(key_file)
+        try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                raise UsageError(f"{key_file} is not a regular file", hint="save the key in a file (chmod 600)")
+            data = path.open("rb").read(MAX_KEY_BYTES + 1)
+        except OSError as exc:
+            raise UsageError(f"cannot read the key file {key_file}: {exc.strerror}",
+                             hint="pass the file that holds the key, not the key itself") from None  # fmt: skip
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{key_file} is not text", hint="an API key is one line of text") from None
+    key = text.strip()
+    if len(text) > MAX_KEY_BYTES or not KEY_RE.fullmatch(key):
+        raise UsageError("the key file does not hold one API key (one line, letters, digits and _.:+/=-)",
+                         hint="save only the key in the file")  # fmt: skip
+    return key
+
+
+def stored_key(mesh: Mesh, mesh_vars: dict, provider: str) -> str:
+    path = key_path(mesh, provider)
+    if not path.is_file():
+        raise UsageError(
+            f"the mesh has no {provider} account",
+            hint=f"`meshctl provider add {provider} --key-file FILE` (a key from {WHERE_KEYS[provider]})",
+        )
+    return read_secret(path, for_mesh(mesh_vars)).decode().strip()
+
+
+def client(provider: str, key: str, mesh_vars: dict | None = None):
+    """The provider's client (its API URL from MESHCTL_<PROVIDER>_API_URL when set)."""
+    try:
+        if provider == "paperspace":
+            return module(provider).Client(key, prices=(mesh_vars or {}).get("paperspace_prices") or {})
+        return module(provider).Client(key)
+    except common().CloudError as exc:
+        raise ProviderError(exc.message, hint=exc.hint) from None
+
+
+def call(what, *args):
+    """Run a client call; its CloudError becomes a ProviderError (message and fix)."""
+    try:
+        return what(*args)
+    except common().CloudError as exc:
+        raise ProviderError(exc.message, hint=exc.hint) from None
+
+
+def add_account(mesh: Mesh, mesh_vars: dict, provider: str, key: str, check: bool = True) -> int:
+    """Store PROVIDER's key, after the provider accepts it (``check``); returns its instance count."""
+    count = len(call(client(check_provider(provider), key, mesh_vars).list)) if check else 0
+    mesh.secrets.mkdir(mode=0o700, exist_ok=True)
+    write_secret(key_path(mesh, provider), (key + "\n").encode(), for_mesh(mesh_vars))
+    return count
+
+
+def remove_account(mesh: Mesh, provider: str) -> None:
+    path = key_path(mesh, provider)
+    if not path.is_file():
+        raise UsageError(f"the mesh has no {provider} account", hint="`meshctl provider list` lists them")
+    path.unlink()
+
+
+def instance_ref(instance: dict) -> str:
+    return f"{instance['provider']}:{instance['id']}"
+
+
+@dataclass
+class MachineRow:
+    provider: str
+    id: str
+    name: str
+    status: str
+    ssh_host: str | None
+    gpus: int
+    gpu_type: str
+    price_per_hour: float | None
+    node: str | None
+
+
+def node_of(instance: dict, nodes: list[Node]) -> str | None:
+    """The node an instance is: the one that recorded it, else one at its SSH address and port."""
+    ref = instance_ref(instance)
+    for node in nodes:
+        if node.instance == ref:
+            return node.name
+    for node in nodes:
+        if instance["ssh_host"] and node.host == instance["ssh_host"] and node.port == instance["ssh_port"]:
+            return node.name
+    return None
+
+
+def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | None = None):
+    """Every instance of every configured provider (or PROVIDER's), each with its node or None.
+
+    Returns (rows, problems): a provider that fails is one problem (its message), not the end.
+    """
+    providers = [check_provider(provider)] if provider else configured(mesh)
+    if provider and provider not in configured(mesh):
+        raise UsageError(f"the mesh has no {provider} account",
+                         hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
+    rows, problems = [], {}
+    for name in providers:
+        try:
+            found = call(client(name, stored_key(mesh, mesh_vars, name), mesh_vars).list)
+        except ProviderError as exc:
+            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            continue
+        for inst in found:
+            rows.append(MachineRow(name, inst["id"], inst["name"], inst["status"], inst["ssh_host"], inst["gpus"],
+                                   inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes)))  # fmt: skip
+    return rows, problems
+
+
+def costing(rows: list[MachineRow]) -> tuple[float, list[MachineRow]]:
+    """The $/h of every running instance, and the ones that cost money while in no mesh node."""
+    running = [r for r in rows if r.status in ("running", "starting", "unhealthy")]
+    total = sum(r.price_per_hour or 0.0 for r in running)
+    return round(total, 4), [r for r in running if r.node is None]
+
+
+def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> dict:
+    """The one instance of PROVIDER named (or with the id) WANTED, running and reachable over SSH."""
+    found = call(client(provider, stored_key(mesh, mesh_vars, provider), mesh_vars).list)
+    matches = [i for i in found if i["id"] == wanted] or [i for i in found if i["name"] == wanted]
+    if not matches:
+        names = ", ".join(sorted(i["name"] or i["id"] for i in found)) or "none"
+        raise UsageError(f"{provider} has no instance named {wanted!r} (it has: {names})",
+                         hint=f"`meshctl machines --provider {provider}` lists them")  # fmt: skip
+    if len(matches) > 1:
+        ids = ", ".join(i["id"] for i in matches)
+        raise UsageError(f"{provider} has {len(matches)} instances named {wanted!r} ({ids})",
+                         hint=f"name it by id: `meshctl add-node {provider}:ID`")  # fmt: skip
+    inst = matches[0]
+    if inst["status"] != "running":
+        hint = ("start it in the provider's console, then add it" if module(provider).CAN_STOP
+                else "it cannot be started again: launch a new one")  # fmt: skip
+        raise UsageError(f"{provider} instance {wanted} is {inst['status']} ({inst['provider_status']})", hint=hint)
+    if not inst["ssh_host"] or not inst["ssh_port"]:
+        raise UsageError(f"{provider} instance {wanted} has no SSH address yet",
+                         hint="wait until it runs, then add it again")  # fmt: skip
+    return inst
+
+
+def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, bool] | None:
+    """For ``PROVIDER:NAME``: (USER@HOST:PORT, provider, instance ref, pod); None for an SSH target."""
+    match = TARGET_RE.match(target)
+    if not match:
+        return None
+    provider, wanted = match.groups()
+    inst = find_instance(mesh, mesh_vars, provider, wanted)
+    ssh = f"{inst['ssh_user']}@{inst['ssh_host']}:{inst['ssh_port']}"
+    return ssh, provider, instance_ref(inst), provider == "runpod"

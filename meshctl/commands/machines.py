@@ -1,0 +1,59 @@
+"""meshctl machines: every instance of every provider account, its price and the node it is."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from meshctl import cloud, display
+from meshctl.errors import PartialError
+from meshctl.mesh import Mesh
+from meshctl.options import json_option, mesh_option
+
+
+def _price(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
+
+
+@click.command("machines")
+@click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's instances.")
+@json_option
+@mesh_option
+def command(provider, as_json, mesh_dir) -> None:
+    """Instances at the providers: status, SSH address, GPUs, $/h, and the mesh node each is."""
+    mesh = Mesh.find(mesh_dir)
+    nodes, mesh_vars = mesh.load()
+    rows, problems = cloud.machines(mesh, nodes, mesh_vars, provider)
+    total, forgotten = cloud.costing(rows)
+    if as_json:
+        out = {"machines": [dataclasses.asdict(r) for r in rows], "cost_per_hour": total,
+               "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
+        display.echo(json.dumps(out, indent=2))
+    else:
+        display.table(
+            "Machines",
+            ["provider", "id", "name", "status", "ssh_host", "gpus", "gpu_type", "$/h", "node"],
+            [
+                [
+                    r.provider,
+                    r.id,
+                    r.name,
+                    r.status,
+                    r.ssh_host or "-",
+                    str(r.gpus),
+                    r.gpu_type,
+                    _price(r.price_per_hour),
+                    r.node or ("NOT IN MESH" if r in forgotten else "-"),
+                ]
+                for r in rows
+            ],
+        )
+        display.echo(f"running: ${total:.2f}/h" + (f"; {len(forgotten)} cost money outside the mesh "
+                     "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
+        if not cloud.configured(mesh):
+            display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+    if problems:
+        raise PartialError("some providers did not answer: " + "; ".join(f"{p}: {m}" for p, m in problems.items()),
+                           hint="the machines of the others are listed above")  # fmt: skip

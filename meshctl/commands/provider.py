@@ -1,0 +1,55 @@
+"""meshctl provider add|list|remove: the mesh's accounts with Lambda, Runpod and Paperspace."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import cloud, display
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, wait_option
+
+
+@click.group("provider")
+def command() -> None:
+    """The mesh's provider accounts (an API key each, kept like the other secrets)."""
+
+
+@command.command("add")
+@click.argument("provider", type=click.Choice(cloud.PROVIDERS))
+@click.option("--key-file", required=True, help="File holding the API key (`-`: standard input). Never the key itself.")
+@click.option("--no-check", is_flag=True, help="Store the key without asking the provider whether it is valid.")
+@mesh_option
+@wait_option
+def add(provider, key_file, no_check, mesh_dir, wait) -> None:
+    """Store PROVIDER's API key (0600, vault-encrypted when the mesh has a vault) once the provider accepts it."""
+    mesh = Mesh.find(mesh_dir)
+    key = cloud.read_key_file(key_file)
+    with mesh.lock(f"provider add {provider}", wait=wait):
+        _nodes, mesh_vars = mesh.load()
+        count = cloud.add_account(mesh, mesh_vars, provider, key, check=not no_check)
+    said = "stored without a check" if no_check else f"the key works ({count} instances)"
+    display.echo(f"{provider}: {said}; `meshctl machines` lists them")
+
+
+@command.command("list")
+@mesh_option
+def list_(mesh_dir) -> None:
+    """The providers the mesh has a key for."""
+    mesh = Mesh.find(mesh_dir)
+    rows = [[p, str(cloud.key_path(mesh, p))] for p in cloud.configured(mesh)]
+    if not rows:
+        display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+        return
+    display.table("Provider accounts", ["provider", "key file"], rows)
+
+
+@command.command("remove")
+@click.argument("provider", type=click.Choice(cloud.PROVIDERS))
+@mesh_option
+@wait_option
+def remove(provider, mesh_dir, wait) -> None:
+    """Delete PROVIDER's stored key (its instances keep running: `meshctl machines` first)."""
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock(f"provider remove {provider}", wait=wait):
+        cloud.remove_account(mesh, provider)
+    display.echo(f"{provider}: key removed")

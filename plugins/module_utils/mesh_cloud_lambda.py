@@ -1,0 +1,114 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""Lambda's Cloud API (https://cloud.lambda.ai/api/v1, "Lambda Cloud API" v1): instances.
+
+Used: GET /instances, GET /instances/{id}, POST /instance-operations/launch,
+POST /instance-operations/terminate. Lambda has no stop: an instance runs (and bills) until it
+is terminated. About one request a second and one launch every 10 seconds are allowed.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
+    CloudError,
+    Http,
+    api_url,
+    instance,
+    message_of,
+)
+
+NAME = "lambda"
+DEFAULT_URL = "https://cloud.lambda.ai/api/v1"
+SSH_USER = "ubuntu"
+CAN_STOP = False
+LAUNCH_INTERVAL = 10.0  # seconds between two launches
+STATUS = {"active": "running", "booting": "starting", "unhealthy": "unhealthy", "terminating": "stopping",
+          "terminated": "terminated"}  # fmt: skip
+
+
+def describe(status, payload):
+    """(message, kind) from Lambda's error answer: {"error": {"code", "message", "suggestion"}}."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    code = str(error.get("code", "")) if isinstance(error, dict) else ""
+    message = message_of(payload, ("error", "message"))
+    suggestion = message_of(payload, ("error", "suggestion"))
+    if suggestion != "no message":
+        message += f" ({suggestion})"
+    if "insufficient-capacity" in code:
+        return message, "capacity"
+    if "quota" in code:
+        return message, "quota"
+    if "invalid-api-key" in code or "unauthorized" in code:
+        return message, "auth"
+    if "not-found" in code or "object-does-not-exist" in code:
+        return message, "not-found"
+    return message, "error"
+
+
+def normalize(data):
+    """One instance of GET /instances in meshctl's shape."""
+    if not isinstance(data, dict):
+        raise CloudError("lambda answered an instance that is not an object", kind="bad-answer")
+    kind = data.get("instance_type") if isinstance(data.get("instance_type"), dict) else {}
+    specs = kind.get("specs") if isinstance(kind.get("specs"), dict) else {}
+    cents = kind.get("price_cents_per_hour")
+    return instance(
+        NAME,
+        data.get("id"),
+        data.get("name") or "",
+        STATUS.get(str(data.get("status")), "unknown"),
+        data.get("status"),
+        ssh_host=data.get("ip"),
+        ssh_port=22,
+        ssh_user=SSH_USER,
+        gpus=specs.get("gpus", 0),
+        gpu_type=kind.get("gpu_description") or kind.get("name") or "",
+        price_per_hour=cents / 100 if isinstance(cents, (int, float)) else None,
+    )
+
+
+class Client:
+    name = NAME
+    can_stop = CAN_STOP
+
+    def __init__(self, key, http=None, environ=None):
+        self.http = http or Http(NAME, api_url(NAME, DEFAULT_URL, environ), key, describe, min_interval=1.0)
+        self._last_launch = None
+
+    def list(self):
+        answer = self.http.request("GET", "/instances")
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise CloudError("lambda answered GET /instances without a data list", kind="bad-answer")
+        return [normalize(item) for item in data]
+
+    def get(self, instance_id):
+        answer = self.http.request("GET", f"/instances/{instance_id}")
+        return normalize(answer.get("data") if isinstance(answer, dict) else None)
+
+    def launch(self, instance_type, name, region, ssh_key_names):
+        """Launch one instance; returns its id. Lambda allows one launch every 10 seconds."""
+        if self._last_launch is not None:
+            wait = self._last_launch + LAUNCH_INTERVAL - self.http.clock()
+            if wait > 0:
+                self.http.sleep(wait)
+        body = {"region_name": region, "instance_type_name": instance_type, "ssh_key_names": list(ssh_key_names),
+                "name": name, "quantity": 1}  # fmt: skip
+        answer = self.http.request("POST", "/instance-operations/launch", body)
+        self._last_launch = self.http.clock()
+        ids = ((answer or {}).get("data") or {}).get("instance_ids") if isinstance(answer, dict) else None
+        if not isinstance(ids, list) or len(ids) != 1 or not isinstance(ids[0], str):
+            raise CloudError("lambda answered a launch without one instance id", kind="bad-answer")
+        return ids[0]
+
+    def terminate(self, instance_id):
+        self.http.request("POST", "/instance-operations/terminate", {"instance_ids": [instance_id]})
+
+    def stop(self, instance_id):
+        raise CloudError(f"Lambda has no stop: instance {instance_id} runs until it is terminated",
+                         hint="terminate it (`meshctl remove-node NAME --terminate`) or let it run",
+                         kind="unsupported")  # fmt: skip
+
+    def start(self, instance_id):
+        raise CloudError(f"Lambda has no start: a terminated instance {instance_id} cannot come back",
+                         hint="launch a new one (`meshctl launch lambda --type T --name N`)",
+                         kind="unsupported")  # fmt: skip

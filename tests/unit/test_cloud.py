@@ -1,0 +1,379 @@
+"""Provider clients (plugins/module_utils/mesh_cloud*.py) and meshctl's accounts and machines
+(meshctl/cloud.py): on the documented answers (tests/fixtures/cloud) and against the stand-in
+APIs (tests/cloud_standin.py), over real HTTP."""
+
+import json
+import os
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from meshctl import cloud, resources
+from meshctl.cli import cli
+from meshctl.errors import ProviderError, UsageError
+from meshctl.mesh import Mesh, Node
+from tests.cloud_standin import KEY, Standin
+from tests.conftest import FIXTURES
+
+
+def mod(name):
+    return resources.plugin(f"module_utils.{name}")
+
+
+def documented(name):
+    return json.loads((FIXTURES / "cloud" / name).read_text())
+
+
+class FakeTime:
+    """A clock that only moves when slept on: pacing and backoff, measured without waiting."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(round(seconds, 3))
+        self.now += seconds
+
+
+def client_for(standin, key=KEY, timer=None):
+    base = mod("mesh_cloud")
+    provider = mod(f"mesh_cloud_{standin.provider}")
+    timer = timer or FakeTime()
+    http = base.Http(standin.provider, standin.url, key, provider.describe, min_interval=1.0, retries=3,
+                     clock=timer.clock, sleep=timer.sleep)  # fmt: skip
+    return provider.Client(key, http=http), timer
+
+
+# --- the documented answers -------------------------------------------------------------------
+
+
+def test_lambda_instances_as_documented():
+    rows = [mod("mesh_cloud_lambda").normalize(i) for i in documented("lambda-instances.json")["data"]]
+    assert rows[0] == {
+        "provider": "lambda", "id": "0920582c7ff041399e34823a0be62549", "name": "gpu-a", "status": "running",
+        "provider_status": "active", "ssh_host": "198.51.100.2", "ssh_port": 22, "ssh_user": "ubuntu", "gpus": 8,
+        "gpu_type": "H100 (80 GB SXM5)", "price_per_hour": 23.92,
+    }  # fmt: skip
+    assert rows[1]["status"] == "starting" and rows[1]["ssh_host"] is None and rows[1]["name"] == ""
+
+
+def test_lambda_capacity_error_as_documented():
+    message, kind = mod("mesh_cloud_lambda").describe(400, documented("lambda-error-capacity.json"))
+    assert kind == "capacity" and message.startswith("Not enough capacity") and "try your request again" in message
+
+
+def test_runpod_pods_as_documented():
+    rows = [mod("mesh_cloud_runpod").normalize(p) for p in documented("runpod-pods.json")]
+    assert rows[0] == {
+        "provider": "runpod", "id": "xedezhzb9la3ye", "name": "trainer-1", "status": "running",
+        "provider_status": "RUNNING", "ssh_host": "100.65.0.119", "ssh_port": 10341, "ssh_user": "root", "gpus": 1,
+        "gpu_type": "RTX 4090", "price_per_hour": 0.69,
+    }  # fmt: skip
+    assert rows[1]["status"] == "stopped" and rows[1]["ssh_host"] is None and rows[1]["ssh_port"] is None
+    assert rows[1]["gpus"] == 2 and rows[1]["price_per_hour"] == 0.44
+
+
+def test_paperspace_machines_as_documented_with_a_price_table():
+    page = documented("paperspace-machines.json")
+    ps = mod("mesh_cloud_paperspace")
+    rows = [ps.normalize(m, {"A6000": 1.89}) for m in page["items"]]
+    assert rows[0]["status"] == "running" and rows[0]["ssh_user"] == "paperspace" and rows[0]["gpus"] == 1
+    assert rows[0]["price_per_hour"] == 1.89 and rows[0]["ssh_host"] == "203.0.113.7"
+    assert rows[1]["status"] == "stopped" and rows[1]["gpus"] == 8 and rows[1]["price_per_hour"] is None
+    assert [ps.gpu_count(t) for t in ("C5", "A4000", "A100-80Gx8", "")] == [0, 1, 8, 0]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "shown"),
+    [
+        ({"name": "gpu\x1b]52;c;aWQK\x07"}, "name", ""),
+        ({"ip": "198.51.100.2; rm -rf /"}, "ssh_host", None),
+        ({"instance_type": {"price_cents_per_hour": "lots", "specs": {"gpus": 10**9}}}, "gpus", 0),
+    ],
+    ids=["escape-in-name", "command-in-ip", "absurd-numbers"],
+)
+def test_a_providers_answer_outside_its_shape_is_made_safe(change, field, shown):
+    data = {**documented("lambda-instances.json")["data"][0], **change}
+    assert mod("mesh_cloud_lambda").normalize(data)[field] == shown
+
+
+def test_an_instance_id_outside_its_shape_is_refused():
+    data = {**documented("lambda-instances.json")["data"][0], "id": "../../etc/passwd"}
+    with pytest.raises(mod("mesh_cloud").CloudError, match="instance id meshctl refuses"):
+        mod("mesh_cloud_lambda").normalize(data)
+
+
+def test_the_api_url_is_overridable_and_checked():
+    base = mod("mesh_cloud")
+    assert base.api_url("lambda", "https://cloud.lambda.ai/api/v1", {}) == "https://cloud.lambda.ai/api/v1"
+    assert base.api_url("lambda", "x", {"MESHCTL_LAMBDA_API_URL": "http://127.0.0.1:9/api/v1/"}) == (
+        "http://127.0.0.1:9/api/v1"
+    )
+    with pytest.raises(base.CloudError, match="MESHCTL_RUNPOD_API_URL='file:///etc' is not an http"):
+        base.api_url("runpod", "x", {"MESHCTL_RUNPOD_API_URL": "file:///etc"})
+
+
+# --- the clients against the stand-ins, over HTTP --------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["lambda", "runpod", "paperspace"])
+def test_each_client_lists_gets_and_terminates(provider):
+    with Standin(provider) as api:
+        a = api.add("alpha", "gpu_8x_h100_sxm5" if provider == "lambda" else "A6000", 8, 23.92)
+        api.add("beta", "gpu_1x_a10" if provider == "lambda" else "A4000", 1, 0.75)
+        client, _ = client_for(api)
+        listed = client.list()
+        assert [i["name"] for i in listed] == ["alpha", "beta"] and all(i["status"] == "running" for i in listed)
+        assert client.get(a.id)["id"] == a.id
+        client.terminate(a.id)
+        assert [i["name"] for i in client.list()] == ["beta"]
+
+
+@pytest.mark.parametrize("provider", ["runpod", "paperspace"])
+def test_stop_and_start_where_the_provider_has_them(provider):
+    with Standin(provider) as api:
+        machine = api.add("alpha", "A4000", 1, 0.5)
+        client, _ = client_for(api)
+        client.stop(machine.id)
+        assert client.get(machine.id)["status"] == "stopped"
+        client.start(machine.id)
+        assert client.get(machine.id)["status"] == "running"
+
+
+def test_lambda_has_no_stop_and_says_what_to_do():
+    with Standin("lambda") as api:
+        machine = api.add("alpha", "gpu_1x_a10", 1, 0.75)
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.stop(machine.id)
+        assert caught.value.kind == "unsupported" and "--terminate" in caught.value.hint
+        assert api.requests == []  # nothing was sent: there is no such endpoint
+
+
+def test_a_runpod_pod_comes_back_on_another_ssh_port_with_its_container_disk_wiped():
+    with Standin("runpod") as api:
+        pod = api.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+        pod.disk["/var/lib/tailscale/tailscaled.state"] = "x"
+        client, _ = client_for(api)
+        before = client.get(pod.id)["ssh_port"]
+        client.stop(pod.id)
+        assert client.get(pod.id)["ssh_port"] is None and pod.disk == {}
+        client.start(pod.id)
+        assert client.get(pod.id)["ssh_port"] not in (None, before)
+
+
+def test_a_429_is_waited_out_and_requests_are_paced():
+    with Standin("lambda") as api:
+        api.add("alpha", "gpu_1x_a10", 1, 0.75)
+        api.throttle(times=2, retry_after="3")
+        client, timer = client_for(api)
+        assert len(client.list()) == 1
+        assert [r[0] for r in api.requests] == ["GET"] * 3  # two 429s, then the answer
+        assert timer.slept == [3.0, 3.0]  # Retry-After, each time (the pace is inside it)
+        client.list()
+        assert timer.slept[-1] == 1.0  # the next request waits out Lambda's one a second
+
+
+def test_rate_limited_for_good_is_an_error_with_its_fix():
+    with Standin("runpod") as api:
+        api.throttle(times=10)
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.list()
+        assert caught.value.kind == "rate-limit" and "wait a minute" in caught.value.hint
+        assert len(api.requests) == 4  # retries=3
+
+
+@pytest.mark.parametrize("provider", ["lambda", "runpod", "paperspace"])
+def test_a_wrong_key_is_named_with_the_fix(provider):
+    with Standin(provider) as api:
+        client, _ = client_for(api, key="wrong-key-123456")
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.list()
+        assert caught.value.kind == "auth" and caught.value.status == 401
+        assert f"meshctl provider add {provider} --key-file FILE" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("provider", "launch"),
+    [
+        ("lambda", lambda c: c.launch("gpu_1x_a10", "n1", "us-east-1", ["meshctl"])),
+        ("runpod", lambda c: c.launch("NVIDIA RTX A5000", "n1", "runpod/pytorch:2.1.0")),
+        ("paperspace", lambda c: c.launch("A4000", "n1", "ny2", "tkni3aa4")),
+    ],
+)
+def test_launch_and_no_capacity(provider, launch):
+    with Standin(provider) as api:
+        api.backend.capacity = 1
+        client, _ = client_for(api)
+        new_id = launch(client)
+        assert client.get(new_id)["name"] == "n1"
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            launch(client)
+        assert caught.value.kind == "capacity" and "try another type" in caught.value.hint
+
+
+def test_lambda_launches_are_ten_seconds_apart():
+    with Standin("lambda") as api:
+        client, timer = client_for(api)
+        client.launch("gpu_1x_a10", "n1", "us-east-1", ["k"])
+        client.launch("gpu_1x_a10", "n2", "us-east-1", ["k"])
+        assert 9.0 <= timer.slept[-1] <= 10.0
+
+
+def test_an_api_that_cannot_be_reached_is_said_with_its_variable():
+    base = mod("mesh_cloud")
+    timer = FakeTime()
+    http = base.Http("paperspace", "http://127.0.0.1:9/v1", KEY, mod("mesh_cloud_paperspace").describe, retries=1,
+                     clock=timer.clock, sleep=timer.sleep)  # fmt: skip
+    with pytest.raises(base.CloudError) as caught:
+        mod("mesh_cloud_paperspace").Client(KEY, http=http).list()
+    assert caught.value.kind == "unreachable" and "MESHCTL_PAPERSPACE_API_URL" in caught.value.hint
+
+
+# --- meshctl: accounts, machines, add-node PROVIDER:NAME --------------------------------------
+
+
+@pytest.fixture
+def mesh(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    m = Mesh(tmp_path / "mesh")
+    m.path.mkdir()
+    m.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
+    return m
+
+
+@pytest.fixture
+def runpod(monkeypatch):
+    with Standin("runpod") as api:
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
+        yield api
+
+
+def key_file(tmp_path, key=KEY):
+    path = tmp_path / "runpod.key"
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_provider_add_stores_a_key_the_provider_accepts(mesh, runpod, tmp_path):
+    runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    result = CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", key_file(tmp_path),
+                                      "--mesh", str(mesh.path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "the key works (1 instances)" in result.output and KEY not in result.output
+    stored = cloud.key_path(mesh, "runpod")
+    assert stored.read_text().strip() == KEY and stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
+    assert cloud.configured(mesh) == ["runpod"]
+
+
+def test_a_key_the_provider_refuses_is_not_stored(mesh, runpod, tmp_path):
+    result = CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", key_file(tmp_path, "bad-key-12345"),
+                                      "--mesh", str(mesh.path)])  # fmt: skip
+    assert result.exit_code == ProviderError.exit_code, result.output
+    assert "runpod refused GET /pods (401)" in result.output and "bad-key-12345" not in result.output
+    assert not cloud.key_path(mesh, "runpod").exists()
+
+
+def test_a_key_passed_where_its_file_belongs_is_refused(mesh, tmp_path):
+    result = CliRunner().invoke(cli, ["provider", "add", "lambda", "--key-file", "secret_abc123_longkey",
+                                      "--mesh", str(mesh.path)])  # fmt: skip
+    assert result.exit_code == 2 and "not the key itself" in result.output
+
+
+def test_machines_lists_instances_their_node_cost_and_the_forgotten(mesh, runpod, tmp_path):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    mine = runpod.add("trainer", "NVIDIA RTX A5000", 2, 0.54)
+    runpod.add("forgotten", "NVIDIA RTX 4090", 1, 0.69)
+    runpod.add("parked", "NVIDIA RTX 4090", 1, 0.69, state="stopped")
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("trainer", mine.ip, port=mine.port, provider="runpod", state="active", pod=True,
+                      instance=f"runpod:{mine.id}", mesh_address="100.64.0.2"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    result = CliRunner().invoke(cli, ["machines", "--json", "--mesh", str(mesh.path)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    by = {m["name"]: m for m in out["machines"]}
+    assert by["trainer"]["node"] == "trainer" and by["forgotten"]["node"] is None
+    assert by["parked"]["status"] == "stopped" and by["trainer"]["gpus"] == 2
+    assert out["cost_per_hour"] == pytest.approx(0.54 + 0.69)  # running ones only
+    assert out["not_in_mesh"] == [f"runpod:{by['forgotten']['id']}"]
+    text = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)], env={"COLUMNS": "200"}).output
+    assert "NOT IN MESH" in text and "running: $1.23/h" in text
+
+
+def test_one_provider_failing_does_not_hide_the_others(mesh, runpod, monkeypatch):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+    monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", "http://127.0.0.1:9/api/v1")
+    made = cloud.client
+
+    def no_waiting(*args):
+        c = made(*args)
+        c.http.sleep = lambda seconds: None  # its retries, without the seconds between them
+        return c
+
+    monkeypatch.setattr(cloud, "client", no_waiting)
+    rows, problems = cloud.machines(mesh, *mesh.load())
+    assert [r.name for r in rows] == ["trainer"] and "cannot be reached" in problems["lambda"]
+
+
+def test_add_node_of_an_instance_takes_its_address_user_and_provider(mesh, runpod):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    ssh, provider, ref, is_pod = cloud.target_of(mesh, {}, "runpod:trainer")
+    assert (ssh, provider, ref, is_pod) == (f"root@{pod.ip}:{pod.port}", "runpod", f"runpod:{pod.id}", True)
+    assert cloud.target_of(mesh, {}, f"runpod:{pod.id}")[2] == ref  # by id too
+    assert cloud.target_of(mesh, {}, "root@10.0.0.5:22") is None
+
+
+@pytest.mark.parametrize(
+    ("setup", "wanted", "message"),
+    [
+        (lambda api: None, "nope", "runpod has no instance named 'nope' (it has: none)"),
+        (lambda api: api.add("t", "A", 1, 0.1, state="stopped"), "t", "runpod instance t is stopped (EXITED)"),
+        (lambda api: [api.add("t", "A", 1, 0.1), api.add("t", "A", 1, 0.1)], "t", "2 instances named 't'"),
+    ],
+    ids=["missing", "stopped", "ambiguous"],
+)
+def test_add_node_of_an_instance_that_cannot_be_added_says_why(mesh, runpod, setup, wanted, message):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    setup(runpod)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cloud.target_of(mesh, {}, f"runpod:{wanted}")
+
+
+def test_add_node_of_a_provider_without_an_account_names_the_command(mesh):
+    with pytest.raises(UsageError) as caught:
+        cloud.target_of(mesh, {}, "lambda:gpu-a")
+    assert "meshctl provider add lambda --key-file FILE" in caught.value.hint
+
+
+def test_a_nodes_instance_is_kept_in_mesh_yml_and_checked(mesh):
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("gpu1", "203.0.113.7", provider="paperspace", instance="paperspace:psok2vd8"))
+    mesh.save(nodes, mesh_vars)
+    assert mesh.load()[0][1].instance == "paperspace:psok2vd8"
+    assert "meshctl_instance: paperspace:psok2vd8" in mesh.inventory.read_text()
+    bad = Node("gpu2", "203.0.113.8", instance="paperspace:$(reboot)")
+    with pytest.raises(Exception, match="is not PROVIDER:ID"):
+        bad.validate()
+
+
+def test_provider_keys_stay_out_of_process_arguments_and_output(mesh, runpod, tmp_path):
+    result = CliRunner().invoke(cli, ["provider", "list", "--mesh", str(mesh.path)])
+    assert "no provider accounts" in result.output
+    CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", key_file(tmp_path), "--mesh", str(mesh.path)])
+    listed = CliRunner().invoke(cli, ["provider", "list", "--mesh", str(mesh.path)]).output
+    assert "runpod" in listed and KEY not in listed
+    removed = CliRunner().invoke(cli, ["provider", "remove", "runpod", "--mesh", str(mesh.path)])
+    assert removed.exit_code == 0 and not cloud.key_path(mesh, "runpod").exists()
+    assert os.environ.get("MESHCTL_RUNPOD_API_URL") == runpod.url
