@@ -211,3 +211,41 @@ def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, 
     inst = find_instance(mesh, mesh_vars, provider, wanted)
     ssh = f"{inst['ssh_user']}@{inst['ssh_host']}:{inst['ssh_port']}"
     return ssh, provider, instance_ref(inst), provider == "runpod"
+
+
+def node_prices(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Each node that is a provider's instance: its $/h while it runs (0 when stopped); and problems."""
+    rows, problems = machines(mesh, nodes, mesh_vars)
+    prices = {}
+    for row in rows:
+        if row.node is not None:
+            prices[row.node] = row.price_per_hour if row.status in ("running", "starting", "unhealthy") else 0.0
+    return prices, problems
+
+
+class PriceLookup:
+    """``node_prices`` in a thread, started now and read later: status asks the providers while
+    Ansible reads the nodes, so the prices cost no time of their own."""
+
+    def __init__(self, mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> None:
+        import threading
+
+        self.prices: dict[str, float | None] = {}
+        self.problems: dict[str, str] = {}
+        self._thread = None
+        if configured(mesh):
+            self._thread = threading.Thread(target=self._run, args=(mesh, nodes, mesh_vars), daemon=True)
+            self._thread.start()
+
+    def _run(self, mesh, nodes, mesh_vars) -> None:
+        try:
+            self.prices, self.problems = node_prices(mesh, nodes, mesh_vars)
+        except Exception as exc:
+            self.problems = {"providers": str(exc)}
+
+    def result(self, timeout: float = 15) -> tuple[dict[str, float | None], dict[str, str]]:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return {}, {"providers": f"no answer within {timeout:.0f} s"}
+        return self.prices, self.problems

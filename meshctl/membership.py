@@ -470,6 +470,7 @@ class NodeStatus:
     error: str = ""
     healthy: bool = field(default=False)
     problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
+    price_per_hour: float | None = None  # what its provider bills for it now (meshctl/cloud.py); None: unknown
 
 
 def tailnet_text(tailnet: dict | None) -> str:
@@ -548,6 +549,7 @@ def status(
     """
     head = head_of(nodes)
     mesh_vars = mesh_vars or {}
+    prices = cloud.PriceLookup(mesh, nodes, mesh_vars)  # the providers' answer, while Ansible runs
     quiet = runner.Progress(out=io.StringIO(), live=False)
     result = runner.run_playbook(
         "status.yml",
@@ -576,6 +578,9 @@ def status(
         else:
             rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
                                            slurm_nodes.get(node.name, {})))  # fmt: skip
+    costs, _problems = prices.result()
+    for row in rows:
+        row.price_per_hour = costs.get(row.name)
     mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
     sinfo_ok = bool(controller.get("sinfo_ok"))
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"

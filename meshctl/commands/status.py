@@ -13,6 +13,10 @@ from meshctl.mesh import Mesh
 from meshctl.options import json_option, mesh_option
 
 
+def _price(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 class Unhealthy(MeshctlError):
     exit_code = 1
 
@@ -32,19 +36,26 @@ def command(timeout, as_json, mesh_dir) -> None:
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
     rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars, timeout=timeout)
+    priced = any(r.price_per_hour is not None for r in rows)
+    total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:
-        out = {"healthy": healthy, "mlflow": mlflow, "nodes": [dataclasses.asdict(r) for r in rows]}
+        out = {"healthy": healthy, "mlflow": mlflow, "cost_per_hour": total if priced else None,
+               "nodes": [dataclasses.asdict(r) for r in rows]}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     else:
+        columns = ["node", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus"]
         display.table(
             "Mesh status",
-            ["node", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus", "note"],
+            [*columns, *(["$/h"] if priced else []), "note"],
             [
-                [r.name, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus, r.error]
+                [r.name, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
+                 *([_price(r.price_per_hour)] if priced else []), r.error]
                 for r in rows
             ],
-        )
+        )  # fmt: skip
         display.echo(f"MLflow on the head: {mlflow}")
+        if priced:
+            display.echo(f"cost: ${total:.2f}/h for the rented nodes (`meshctl machines` lists every instance)")
     if not healthy:
         unreachable_only = all(not r.ssh for r in rows if not r.healthy)
         raise Unhealthy(

@@ -347,3 +347,33 @@ def test_the_tailscale_roles_real_reports_pass_the_health_schema(name):
     assert health.checked("gpu1", {**record, "tailnet": running}) == ({**record, "tailnet": running}, None)
     bad = {**record, "tailnet": {**report, "ipv6": "fd7a::1\nx"}}
     assert health.checked("gpu1", bad)[1] == "tailnet: ipv6 is not an IPv6 address"
+
+
+def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypatch):
+    from meshctl import cloud
+    from tests.cloud_standin import KEY, Standin
+
+    with Standin("runpod") as api:
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
+        pod = api.add("gpu1", "NVIDIA RTX A5000", 2, 0.54)
+        api.add("elsewhere", "NVIDIA RTX 4090", 1, 0.69)  # not a node: not in the mesh's total
+        cloud.add_account(mesh, {}, "runpod", KEY)
+        nodes, mesh_vars = mesh.load()
+        nodes[1].instance, nodes[1].provider = f"runpod:{pod.id}", "runpod"
+        mesh.save(nodes, mesh_vars)
+        fake.reads = healthy_reads()
+        result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
+        out = json.loads(result.output[: result.output.rindex("}") + 1])
+        assert {r["name"]: r["price_per_hour"] for r in out["nodes"]} == {"head": None, "gpu1": 0.54, "cpu1": None}
+        assert out["cost_per_hour"] == 0.54
+        text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
+        assert "$/h" in text and "cost: $0.54/h for the rented nodes" in text
+        api.backend.stop(pod)
+        rows, _mlflow, _healthy = membership.status(mesh, *mesh.load())
+        assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: it costs nothing an hour
+
+
+def test_status_without_provider_accounts_has_no_price_column(mesh, fake):
+    fake.reads = healthy_reads()
+    text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
+    assert "$/h" not in text and "cost:" not in text
