@@ -27,6 +27,7 @@ COMMANDS = {
     "forget-host-key": "forget_host_key",
     "provider": "provider",
     "machines": "machines",
+    "launch": "launch",
 }
 
 

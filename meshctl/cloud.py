@@ -249,3 +249,69 @@ class PriceLookup:
             if self._thread.is_alive():
                 return {}, {"providers": f"no answer within {timeout:.0f} s"}
         return self.prices, self.problems
+
+
+LAUNCH_TIMEOUT = 900  # seconds a new instance may take to run and answer on SSH
+
+
+def wait_for_ssh(host: str, port: int, timeout: float, connect=None, clock=None, sleep=None) -> None:
+    """Wait until HOST:PORT accepts a TCP connection (sshd is up); raise with what to do after TIMEOUT."""
+    import socket
+    import time
+
+    connect = connect or socket.create_connection
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    deadline = clock() + timeout
+    while True:
+        try:
+            connect((host, port), timeout=5).close()
+            return
+        except OSError:
+            if clock() >= deadline:
+                raise ProviderError(f"{host}:{port} did not answer on SSH within {timeout:.0f} s",
+                                    hint="the instance runs (and bills): `meshctl add-node PROVIDER:NAME` once it "
+                                    "answers, or terminate it") from None  # fmt: skip
+            sleep(5)
+
+
+def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, options: dict,
+           timeout: float = LAUNCH_TIMEOUT, clock=None, sleep=None) -> dict:  # fmt: skip
+    """Create an instance at PROVIDER and wait until it runs with an SSH address; returns it.
+
+    OPTIONS: ``region`` and ``ssh_key_names`` (Lambda), ``image`` and ``public_key`` (Runpod: its
+    images authorize PUBLIC_KEY), ``region`` and ``template_id`` (Paperspace).
+    """
+    import time
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    api = client(check_provider(provider), stored_key(mesh, mesh_vars, provider), mesh_vars)
+    if provider == "lambda":
+        if not options.get("region") or not options.get("ssh_key_names"):
+            raise UsageError("a Lambda launch needs --region and --ssh-key-name (a key registered at Lambda)")
+        new_id = call(api.launch, kind, name, options["region"], options["ssh_key_names"])
+    elif provider == "runpod":
+        env = {"PUBLIC_KEY": options["public_key"]} if options.get("public_key") else {}
+        new_id = call(api.launch, kind, name, options.get("image") or RUNPOD_IMAGE, 1, 20, env)
+    else:
+        if not options.get("region") or not options.get("template_id"):
+            raise UsageError("a Paperspace launch needs --region and --template-id (an OS template's id)")
+        new_id = call(api.launch, kind, name, options["region"], options["template_id"])
+    deadline = clock() + timeout
+    while True:
+        inst = call(api.get, new_id)
+        if inst["status"] == "running" and inst["ssh_host"] and inst["ssh_port"]:
+            return inst
+        if inst["status"] in ("terminated", "unhealthy") or clock() >= deadline:
+            raise ProviderError(f"{provider} instance {new_id} is {inst['status']} ({inst['provider_status']}), "
+                                "not running", hint=f"`meshctl machines --provider {provider}` shows it; "
+                                "terminate it at the provider if it stays so")  # fmt: skip
+        sleep(5)
+
+
+RUNPOD_IMAGE = "runpod/pytorch:2.1.0-py3.10-cuda11.8.0-devel-ubuntu22.04"
+
+
+def terminate(mesh: Mesh, mesh_vars: dict, ref: str) -> None:
+    """Delete the instance REF (``provider:id``) at its provider."""
+    provider, _, instance_id = ref.partition(":")
+    call(client(provider, stored_key(mesh, mesh_vars, provider), mesh_vars).terminate, instance_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 import netaddr
 
 from meshctl import cloud, hostkeys, preflight, runner, ssh, tailnet, vault
-from meshctl.errors import InventoryError, PartialError, PreflightError, UsageError
+from meshctl.errors import InventoryError, MeshctlError, PartialError, PreflightError, ProviderError, UsageError
 from meshctl.mesh import LOCK, Mesh, Node, Target, atomic_write, check_name, parse_target, removed_on_failure
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
@@ -587,7 +587,7 @@ def status(
 
 
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print,
-                verbosity: int = 0):  # fmt: skip
+                verbosity: int = 0, terminate: bool = False):  # fmt: skip
     """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
     node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
     No other node is contacted."""
@@ -596,6 +596,13 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
         raise UsageError(f"no node named {name} in the mesh", hint="`meshctl status` lists the nodes")
     if "head" in node.roles:
         raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
+    if terminate and not node.instance:
+        raise UsageError(
+            f"--terminate: {name} is no provider's instance meshctl knows of",
+            hint="delete the machine where you rented it (nodes added as PROVIDER:NAME record theirs)",
+        )
+    if terminate:
+        cloud.stored_key(mesh, mesh_vars, node.instance.partition(":")[0])  # the account, before anything changes
     head = head_of(nodes)
     remaining = [n for n in nodes if n.name != name]
     extravars = {"slurm_drain_force": bool(force), "slurm_drain_timeout": int(timeout)}
@@ -613,4 +620,13 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
     mesh.save(remaining, mesh_vars)
     mesh.forget_facts(name)
     say(f"{name}: removed from {mesh.inventory.name}")
+    if terminate:
+        try:
+            cloud.terminate(mesh, mesh_vars, node.instance)
+        except MeshctlError as exc:
+            raise ProviderError(
+                f"{name} left the mesh, but its instance {node.instance} was not deleted: {exc}",
+                hint=exc.hint or "delete it at the provider (it bills until then)",
+            ) from None
+        say(f"{name}: instance {node.instance} deleted at its provider")
     return result

@@ -14,10 +14,11 @@ from meshctl.options import mesh_option, verbose_option, wait_option
 @click.option("--force", is_flag=True, help="Cancel the node's jobs instead of waiting for them.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=3600, show_default=True,
               help="Seconds to wait for the node's jobs.")  # fmt: skip
+@click.option("--terminate", is_flag=True, help="Then delete the machine at its provider (added as PROVIDER:NAME).")
 @mesh_option
 @wait_option
 @verbose_option
-def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
+def command(name, force, timeout, terminate, mesh_dir, wait, verbosity) -> None:
     """Drain NAME in Slurm, wait for its jobs, stop it, remove it from Slurm, the head and the inventory.
 
     Only NAME (when it can be reached) and the head are contacted.
@@ -26,5 +27,5 @@ def command(name, force, timeout, mesh_dir, wait, verbosity) -> None:
     with mesh.lock(f"remove-node {name}", wait=wait):
         nodes, mesh_vars = mesh.load()
         membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
-                               verbosity=verbosity)  # fmt: skip
+                               verbosity=verbosity, terminate=terminate)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

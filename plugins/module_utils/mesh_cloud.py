@@ -107,8 +107,9 @@ class Http:
     """JSON requests to one provider's API with its key, paced and retried.
 
     ``min_interval``: seconds between two requests (a provider's rate limit). A 429 waits
-    Retry-After (or 1, 2, 4, 8 s) and tries again, as does a 5xx or a connection error, up to
-    ``retries`` times; then the call fails with a CloudError. ``describe(status, body)`` turns a
+    Retry-After (or 1, 2, 4, 8 s) and tries again, as does a 5xx or a connection error of a GET,
+    up to ``retries`` times; then the call fails with a CloudError. A change (POST, PATCH,
+    DELETE) is never sent twice after an answer that may mean it was done. ``describe(status, body)`` turns a
     provider's error answer into (message, kind).
     """
 
@@ -151,12 +152,14 @@ class Http:
                 status = exc.code
                 payload = _json_or_none(exc.read(MAX_ANSWER + 1))
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                if (status == 429 or status >= 500) and attempt < self.retries:
+                # 429: nothing was done, ask again. A 5xx or a lost connection may have done it: only a
+                # read is asked again (a launch sent twice could rent two machines).
+                if (status == 429 or (status >= 500 and method == "GET")) and attempt < self.retries:
                     self.sleep(_delay(retry_after, attempt))
                     continue
                 raise self._error(method, path, status, payload) from None
             except (urllib.error.URLError, OSError) as exc:
-                if attempt < self.retries:
+                if method == "GET" and attempt < self.retries:
                     self.sleep(_delay(None, attempt))
                     continue
                 reason = getattr(exc, "reason", exc)

@@ -377,3 +377,89 @@ def test_provider_keys_stay_out_of_process_arguments_and_output(mesh, runpod, tm
     removed = CliRunner().invoke(cli, ["provider", "remove", "runpod", "--mesh", str(mesh.path)])
     assert removed.exit_code == 0 and not cloud.key_path(mesh, "runpod").exists()
     assert os.environ.get("MESHCTL_RUNPOD_API_URL") == runpod.url
+
+
+# --- launch and terminate ---------------------------------------------------------------------
+
+
+def test_launch_waits_until_the_instance_runs_with_an_ssh_address(mesh, runpod):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    timer = FakeTime()
+    inst = cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n1", {"public_key": "ssh-ed25519 AAAA x"},
+                        clock=timer.clock, sleep=timer.sleep)  # fmt: skip
+    assert inst["status"] == "running" and inst["name"] == "n1" and inst["ssh_port"]
+    assert ("POST", "/v1/pods") in runpod.requests
+
+
+def test_launch_with_no_capacity_says_so(mesh, runpod):
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    runpod.backend.capacity = 0
+    with pytest.raises(ProviderError) as caught:
+        cloud.launch(mesh, {}, "runpod", "NVIDIA H100", "n1", {})
+    assert "no longer any instances available" in caught.value.message and "try another type" in caught.value.hint
+
+
+def test_a_lambda_launch_needs_its_region_and_key_name(mesh, monkeypatch):
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+        with pytest.raises(UsageError, match="--region and --ssh-key-name"):
+            cloud.launch(mesh, {}, "lambda", "gpu_1x_a10", "n1", {"region": "us-east-1"})
+        assert api.requests == []
+
+
+def test_waiting_for_ssh_gives_up_with_what_to_do():
+    timer = FakeTime()
+
+    def refused(address, timeout):
+        raise ConnectionRefusedError
+
+    with pytest.raises(ProviderError, match="did not answer on SSH within 60 s") as caught:
+        cloud.wait_for_ssh("203.0.113.9", 22, 60, connect=refused, clock=timer.clock, sleep=timer.sleep)
+    assert "add-node PROVIDER:NAME" in caught.value.hint and sum(timer.slept) >= 60
+
+
+def test_remove_node_terminate_refuses_a_node_without_an_instance_before_changing_anything(mesh):
+    from meshctl import membership
+
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("cpu1", "10.0.0.5", state="active", mesh_address="10.0.0.5"))
+    mesh.save(nodes, mesh_vars)
+    before = mesh.inventory.read_text()
+    with pytest.raises(UsageError, match="--terminate: cpu1 is no provider's instance"):
+        membership.remove_node(mesh, *mesh.load(), "cpu1", False, 0, None, terminate=True)
+    assert mesh.inventory.read_text() == before
+
+
+def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runpod, monkeypatch):
+    from meshctl import membership, runner
+
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    pod = runpod.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("gpu1", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
+                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    ran = []
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        ran.append(playbook)
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 1}, "gpu1": {"ok": 1}})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    said = []
+    membership.remove_node(mesh, *mesh.load(), "gpu1", False, 0, None, say=said.append, terminate=True)
+    assert ran == ["remove_node.yml"] and pod.state == "terminated"
+    assert [n.name for n in mesh.load()[0]] == ["head"]
+    assert said[-1] == f"gpu1: instance runpod:{pod.id} deleted at its provider"
+
+
+def test_a_launch_is_never_sent_twice_after_a_server_error():
+    with Standin("paperspace") as api:
+        api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
+        client, _timer = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError, match=r"refused POST /machines \(502\)"):
+            client.launch("A4000", "n1", "ny2", "t1")
+        assert api.requests == [("POST", "/v1/machines")] and api.backend.machines == {}
+        api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
+        assert client.list() == [] and len(api.requests) == 3  # a read is asked again
