@@ -486,10 +486,16 @@ class Mesh:
     def run_inventory(
         self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = (), converging: set[str] | None = None
     ) -> dict:
-        """The inventory one Ansible run gets (see ``to_inventory``)."""
+        """The inventory one Ansible run gets (see ``to_inventory``), with the provider API URLs this
+        machine overrides (MESHCTL_<PROVIDER>_API_URL), which the head's power program uses too."""
         facts = self.load_facts()
-        return to_inventory(nodes, mesh_vars, groups=self.groups, facts=facts, secrets=self.secrets, leaving=leaving,
-                            converging=converging)  # fmt: skip
+        inventory = to_inventory(nodes, mesh_vars, groups=self.groups, facts=facts, secrets=self.secrets,
+                                 leaving=leaving, converging=converging)  # fmt: skip
+        urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in PROVIDERS
+                if os.environ.get(f"MESHCTL_{p.upper()}_API_URL")}  # fmt: skip
+        if urls:
+            inventory["all"]["vars"]["power_save_api_urls"] = urls
+        return inventory
 
     @classmethod
     def find(cls, explicit: str | None = None, cwd: Path | None = None) -> Mesh:

@@ -65,23 +65,58 @@ class MemoryBackend:
         machine.state = "terminated"
 
 
-class Standin:
-    """One provider's API on 127.0.0.1:<port>; ``url`` is its base URL (what MESHCTL_*_API_URL takes)."""
+class DockerBackend(MemoryBackend):
+    """Instances that are Docker nodes of the local mesh: stop is `docker stop`, start `docker
+    start` (the container keeps its disk and address, as a Paperspace machine does), terminate
+    `docker rm -f`. ``attach(container, ...)`` makes an existing node one of the instances."""
 
-    def __init__(self, provider: str, backend=None):
+    def __init__(self):
+        super().__init__()
+        self.containers: dict[str, str] = {}  # instance id -> container name
+
+    def attach(self, container: str, prefix: str, name: str, kind: str, gpus: int, price: float, ip: str) -> Machine:
+        machine = Machine(self.new_id(prefix), name, kind, gpus, price, ip=ip)
+        self.machines[machine.id] = machine
+        self.containers[machine.id] = container
+        return machine
+
+    def _docker(self, *args: str) -> None:
+        import subprocess
+
+        subprocess.run(["docker", *args], capture_output=True, check=True, timeout=120)
+
+    def stop(self, machine: Machine) -> None:
+        self._docker("stop", "-t", "5", self.containers[machine.id])
+        super().stop(machine)
+
+    def start(self, machine: Machine, new_port: bool = False) -> None:
+        self._docker("start", self.containers[machine.id])
+        super().start(machine, new_port)
+
+    def terminate(self, machine: Machine) -> None:
+        self._docker("rm", "-f", "-v", self.containers[machine.id])
+        super().terminate(machine)
+
+
+class Standin:
+    """One provider's API on <bind>:<port> (127.0.0.1 unless a Docker node must reach it: then the
+    network's gateway); ``url`` is its base URL (what MESHCTL_*_API_URL takes)."""
+
+    def __init__(self, provider: str, backend=None, bind: str = "127.0.0.1"):
         assert provider in PROVIDERS
         self.provider = provider
+        self.bind = bind
         self.backend = backend or MemoryBackend()
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, in order
         self.fail_next: list[tuple[int, dict, dict]] = []  # (status, body, headers) answered before the real one
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer((bind, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
         base = {"lambda": "/api/v1", "runpod": "/v1", "paperspace": "/v1"}[self.provider]
-        return f"http://127.0.0.1:{self.server.server_port}{base}"
+        return f"http://{self.bind}:{self.server.server_port}{base}"
 
     def __enter__(self):
         self.thread.start()
@@ -276,6 +311,8 @@ class Standin:
             return self._not_found("Machine")
         if method == "GET" and not m.group(2):
             return 200, self.render(machine)
+        if method == "PATCH" and m.group(2) == "/start" and self.backend.capacity <= 0:
+            return 400, {"code": "BAD_REQUEST", "message": "Machine type is out of capacity in this region"}
         if method == "PATCH" and m.group(2) in ("/start", "/stop"):
             (self.backend.start if m.group(2) == "/start" else self.backend.stop)(machine)
             return 200, {"data": self.render(machine), "event": {"id": "ev2", "name": m.group(2)[1:], "state": "new"}}

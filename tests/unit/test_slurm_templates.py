@@ -117,6 +117,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
         "slurm_accounting": DEFAULTS["slurm_accounting"],
         "slurm_dbd_port": DEFAULTS["slurm_dbd_port"],
+        "slurm_power_save": False,
         **extra,
     }
     return render("slurm.conf.j2", **variables)
@@ -164,6 +165,7 @@ def test_extra_settings_are_sorted_and_written(render, mesh):
 
 
 def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2", **extra):
+    feature = extra.pop("slurm_power_feature", "meshctl_on")
     return render(
         template,
         **extra,
@@ -176,6 +178,7 @@ def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2
         slurm_feature_all="meshctl",
         slurm_feature_gpu="gpu",
         slurm_slurmd_restart_sec=10,
+        slurm_power_feature=feature,
     )
 
 
@@ -186,11 +189,11 @@ def test_dynamic_slurmd_registers_itself_with_its_facts(render, mesh):
         "ExecStart=",
         "ExecStart=/usr/sbin/slurmd -D -s -N ps-a6000 --conf-server 100.101.1.10:6817 -Z --conf "
         '"CPUs=44 Sockets=1 CoresPerSocket=22 ThreadsPerCore=2 RealMemory=30368 Gres=gpu:geforce_rtx_3090:4 '
-        'Feature=meshctl,gpu,geforce_rtx_3090,paperspace"',
+        'Feature=meshctl,gpu,meshctl_on,geforce_rtx_3090,paperspace"',
     ]
     assert "ConditionPathExists=" in lines and "Restart=always" in lines  # configless; comes back by itself
     desk = next(line for line in slurmd_unit(render, mesh, "desk", "dynamic") if line.startswith("ExecStart=/"))
-    assert desk.endswith('RealMemory=60964 Feature=meshctl,local"')  # no GPUs: no Gres, not in the gpu set
+    assert desk.endswith('RealMemory=60964 Feature=meshctl,meshctl_on,local"')  # no GPUs: no Gres, not in the gpu set
 
 
 def test_static_slurmd_only_fetches_its_config(render, mesh):
@@ -209,7 +212,7 @@ def test_a_node_without_tun_starts_slurmd_through_tailscaleds_proxy(render, mesh
     command = slurmd_unit(render, mesh, "ps-a6000", "dynamic", template="slurmd_command.j2",
                           tailscale_outbound_wrapper=wrapper)  # fmt: skip
     assert len(command) == 1 and command[0].startswith("/usr/bin/proxychains4 -q -f ")
-    assert command[0].endswith('Feature=meshctl,gpu,geforce_rtx_3090,paperspace"')
+    assert command[0].endswith('Feature=meshctl,gpu,meshctl_on,geforce_rtx_3090,paperspace"')
     assert slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[]) == [
         "/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
     ]
@@ -354,3 +357,29 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
         "export MLFLOW_TRACKING_PASSWORD=0123abcd",
         "export MLFLOW_TRACKING_USERNAME=me",
     ]  # the job user's own folder, no one else's
+
+
+def test_a_node_slurm_may_stop_registers_with_meshctl_idle_every_other_with_meshctl_on(render, mesh):
+    stoppable = slurmd_unit(render, mesh, "ps-a6000", "dynamic", slurm_power_feature="meshctl_idle")
+    kept = slurmd_unit(render, mesh, "desk", "dynamic")
+    assert "Feature=meshctl,gpu,meshctl_idle," in " ".join(stoppable)
+    assert "Feature=meshctl,meshctl_on,local" in " ".join(kept)
+
+
+def test_power_saving_names_the_heads_program_and_keeps_every_other_node_up(render, mesh):
+    off = slurm_conf(render, mesh, ["ps-a6000"])
+    assert not [line for line in off if line.startswith(("Suspend", "Resume"))]
+    on = slurm_conf(render, mesh, ["ps-a6000"], slurm_power_save=True, slurm_suspend_time=1800,
+                    slurm_suspend_timeout=120, slurm_resume_timeout=900,
+                    mesh_power_program="/usr/local/sbin/meshctl-power")  # fmt: skip
+    assert [line for line in on if line.startswith(("Suspend", "Resume"))] == [
+        "SuspendProgram=/usr/local/sbin/meshctl-power-suspend",
+        "ResumeProgram=/usr/local/sbin/meshctl-power-resume",
+        "ResumeFailProgram=/usr/local/sbin/meshctl-power-fail",
+        "SuspendTime=1800",
+        "SuspendTimeout=120",
+        "ResumeTimeout=900",
+        "SuspendExcParts=meshctl_on",
+    ]
+    assert "NodeSet=meshctl_on Feature=meshctl_on" in on
+    assert "PartitionName=meshctl_on Nodes=meshctl_on Hidden=YES State=INACTIVE" in on

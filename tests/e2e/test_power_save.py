@@ -1,0 +1,140 @@
+"""Issue 29: Slurm stops an idle rented node through its provider's API and starts it for a job.
+
+A Debian 12 head and one node, the node being a "Paperspace machine" of the stand-in API
+(tests/cloud_standin.py, Docker backend: stop = `docker stop`, start = `docker start`, as a
+Paperspace machine keeps its disk). meshctl is told which instance the node is (`meshctl_instance`
+in mesh.yml) and `idle_stop: 60s`; then, on real daemons: the node idle for that long is stopped
+(`idle~`, its container stopped), a job for it starts it again and runs, and a start the provider
+refuses (no capacity) leaves the node DOWN with the provider's reason. Needs the Docker engine
+and the meshctl-node:bookworm image.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meshctl.localmesh import nodes
+from tests.cloud_standin import KEY, DockerBackend, Standin
+
+pytestmark = pytest.mark.e2e
+
+SPEC = nodes.LocalMesh("meshctl-power", "100.100.70.0/24", ("power-head", "power-n1"))
+HEAD, N1 = "100.100.70.10", "100.100.70.11"
+GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-in listens
+IDLE = 60  # seconds: the node's idle_stop
+
+
+def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cwd = root / "lab" if (root / "lab").exists() else root
+    return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, check=False, env={**os.environ, "COLUMNS": "200", **(env or {})})  # fmt: skip
+
+
+def on_head(command: str) -> str:
+    return subprocess.run(["docker", "exec", "power-head", "bash", "-c", command], capture_output=True, text=True,
+                          check=False).stdout.strip()  # fmt: skip
+
+
+def node_state() -> str:
+    return on_head("sinfo --noheader --Node --nodes=n1 --format=%T")
+
+
+def running(container: str) -> bool:
+    out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", container], capture_output=True,
+                         text=True, check=False).stdout.strip()  # fmt: skip
+    return out == "true"
+
+
+def wait_for(what, seconds: float, step: float = 2):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(step)
+    return what()
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
+        pytest.skip("no Docker engine (run `make engine images`)")
+    if subprocess.run(["docker", "image", "inspect", "meshctl-node:bookworm"], capture_output=True).returncode:
+        pytest.skip("no meshctl-node:bookworm image (make images)")
+    root = tmp_path_factory.mktemp("power")
+    key = root / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    nodes.down(say=lambda _m: None, spec=SPEC)
+    nodes.up("bookworm", say=lambda _m: None, spec=SPEC)
+    for name in SPEC.names:
+        nodes.authorize(name, key.with_suffix(".pub").read_text())
+    backend = DockerBackend()
+    with Standin("paperspace", backend, bind=GATEWAY) as api:
+        machine = backend.attach("power-n1", "ps", "power-n1", "A4000", 1, 0.76, N1)
+        env = {"MESHCTL_PAPERSPACE_API_URL": api.url}
+        made = meshctl(root, "init", "lab", "--head", f"root@{HEAD}", "--name", "head", "--ssh-key", str(key),
+                       "--provider", "local", env=env)  # fmt: skip
+        assert made.returncode == 0, made.stdout[-3000:] + made.stderr
+        added = meshctl(root, "add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(key), "--provider",
+                        "paperspace", env=env)  # fmt: skip
+        assert added.returncode == 0, added.stdout[-3000:] + added.stderr
+        key_file = root / "paperspace.key"
+        key_file.write_text(KEY + "\n")
+        key_file.chmod(0o600)
+        stored = meshctl(root, "provider", "add", "paperspace", "--key-file", str(key_file), env=env)
+        assert stored.returncode == 0, stored.stdout + stored.stderr
+        yield root, api, machine, env
+    nodes.down(say=lambda _m: None, spec=SPEC)
+
+
+def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
+    root, api, machine, env = bed
+    inventory = root / "lab" / "mesh.yml"
+    data = yaml.safe_load(inventory.read_text())
+    data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    applied = meshctl(root, "apply", "--limit", "n1", env=env)
+    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
+    conf = on_head("cat /etc/slurm/slurm.conf")
+    assert f"SuspendTime={IDLE}" in conf and "SuspendExcParts=meshctl_on" in conf
+    assert "meshctl_idle" in on_head("scontrol show node n1 | grep -o 'AvailableFeatures=.*'")
+    assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
+    # Idle for idle_stop: Slurm runs the head's program, which stops the instance through the API.
+    idle_since = time.monotonic()
+    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), (
+        node_state(), on_head("tail /var/log/slurm/meshctl-power.log"))  # fmt: skip
+    stopped_after = time.monotonic() - idle_since
+    assert ("PATCH", f"/v1/machines/{machine.id}/stop") in api.requests
+    assert "suspend n1 (paperspace:" in on_head("cat /var/log/slurm/meshctl-power.log")
+    assert wait_for(lambda: running("power-head"), 5)  # the head is never stopped
+    # A job for it: Slurm runs the program again, which starts the instance; slurmd registers by itself.
+    submitted = time.monotonic()
+    job = on_head("sbatch --parsable -w n1 --wrap 'hostname'")
+    assert job.isdigit(), job
+    state = wait_for(lambda: on_head(f"sacct -nXj {job} -o State 2>/dev/null || squeue -h -j {job} -o %T")
+                     .strip() in ("COMPLETED",) or on_head(f"scontrol show job {job} | grep -o 'JobState=[A-Z]*'")
+                     == "JobState=COMPLETED", 300, 3)  # fmt: skip
+    assert state, on_head(f"scontrol show job {job}") + on_head("tail /var/log/slurm/meshctl-power.log")
+    took = time.monotonic() - submitted
+    print(f"\nstopped after {stopped_after:.0f} s idle (idle_stop {IDLE} s); job done {took:.0f} s after sbatch")
+    assert ("PATCH", f"/v1/machines/{machine.id}/start") in api.requests and running("power-n1")
+
+
+def test_a_start_the_provider_refuses_leaves_the_node_down_with_its_reason(bed):
+    _root, api, _machine, _env = bed
+    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), node_state()
+    api.backend.capacity = 0
+    job = on_head("sbatch --parsable -w n1 --wrap 'hostname'")
+    reason = wait_for(lambda: "capacity" in on_head("scontrol show node n1 | grep -o 'Reason=.*'"), 120, 3)
+    shown = on_head("scontrol show node n1 | grep -o 'Reason=.*'")
+    assert reason, shown + on_head("tail /var/log/slurm/meshctl-power.log")
+    assert "meshctl: paperspace could not start it" in shown and "out of capacity" in shown
+    assert "down" in node_state().lower() or "drain" in node_state().lower(), node_state()
+    assert not running("power-n1")
+    on_head(f"scancel {job}")

@@ -1,0 +1,129 @@
+"""Power saving: which nodes may be stopped (filter power_plan) and the head's program
+(roles/power_save/files/meshctl-power) against the stand-in API, with scontrol faked."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshctl import resources
+from tests.cloud_standin import KEY, Standin
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = REPO / "roles" / "power_save" / "files" / "meshctl-power"
+
+
+def flt():
+    return resources.plugin("filter.power_save")
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("30m", 1800), ("90s", 90), (90, 90), ("2h", 7200), ("1d", 86400), (False, 0), (None, 0), ("", 0), (0, 0)],
+)
+def test_durations(value, seconds):
+    assert flt().duration_seconds(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["30 minutes", "-5m", "10s", True, 1.5, "5m; reboot"])
+def test_a_duration_that_is_not_one_is_refused(value):
+    with pytest.raises(flt().PowerSaveError):
+        flt().duration_seconds(value)
+
+
+def test_the_plan_stops_only_instances_that_come_back_intact():
+    nodes = {
+        "head": {"meshctl_roles": ["head", "compute"], "mesh_provider": "local", "idle_stop": "30m"},
+        "desk": {"mesh_provider": "local"},
+        "ps1": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:psok2vd8", "idle_stop": "30m"},
+        "ps2": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:psxq71ab"},  # by provider
+        "ps3": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:ps000003", "idle_stop": False},
+        "lam": {"mesh_provider": "lambda", "meshctl_instance": "lambda:0920582c7ff0", "idle_stop": "1h"},
+        "pod": {"mesh_provider": "runpod", "meshctl_instance": "runpod:xedezhzb9la3ye", "idle_stop": "1h"},
+        "vm": {"mesh_provider": "paperspace", "idle_stop": "1h"},  # added by address: no instance known
+    }
+    plan = flt().power_plan(nodes, {"paperspace": "2h"})
+    assert plan["nodes"] == {
+        "ps1": {"instance": "paperspace:psok2vd8", "provider": "paperspace", "id": "psok2vd8", "idle_stop": 1800},
+        "ps2": {"instance": "paperspace:psxq71ab", "provider": "paperspace", "id": "psxq71ab", "idle_stop": 7200},
+    }
+    assert set(plan["refused"]) == {"head", "lam", "pod", "vm"}
+    assert "no stop" in plan["refused"]["lam"] and "container disk" in plan["refused"]["pod"]
+    assert "PROVIDER:NAME" in plan["refused"]["vm"] and "head is never stopped" in plan["refused"]["head"]
+    assert flt().power_plan({"desk": {"mesh_provider": "local"}}) == {"nodes": {}, "refused": {}}
+
+
+@pytest.fixture
+def program(tmp_path):
+    """The program laid out as the role lays it out, with a fake scontrol that records its calls."""
+    conf = tmp_path / "power"
+    (conf / "keys").mkdir(parents=True)
+    (conf / "keys" / "paperspace.key").write_text(KEY + "\n")
+    lib = resources.collections_path(tmp_path / "lib")
+    calls = tmp_path / "scontrol.calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
+                        "[ \"$1\" = show ] && echo \"$3\" | tr ',' '\\n'\nexit 0\n")  # fmt: skip
+    scontrol.chmod(0o755)
+    env = {**os.environ, "MESHCTL_POWER_DIR": str(conf), "MESHCTL_POWER_LIB": str(lib),
+           "MESHCTL_POWER_LOG": str(tmp_path / "power.log"), "MESHCTL_SCONTROL": str(scontrol)}  # fmt: skip
+
+    def run(action, hostlist):
+        return subprocess.run([sys.executable, str(PROGRAM), action, hostlist], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+
+    run.conf, run.calls, run.log = conf, calls, tmp_path / "power.log"
+    return run
+
+
+def test_suspend_and_resume_stop_and_start_the_instance(program):
+    with Standin("paperspace") as api:
+        machine = api.add("n1", "A4000", 1, 0.76)
+        plan = {"n1": {"instance": f"paperspace:{machine.id}", "provider": "paperspace", "id": machine.id,
+                       "idle_stop": 60}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"paperspace": api.url}))
+        done = program("suspend", "n1")
+        assert done.returncode == 0, done.stderr
+        assert machine.state == "stopped" and ("PATCH", f"/v1/machines/{machine.id}/stop") in api.requests
+        done = program("resume", "n1")
+        assert done.returncode == 0, done.stderr
+        assert machine.state == "running"
+        log = program.log.read_text()
+        assert f"suspend n1 (paperspace:{machine.id}): asked paperspace" in log and "resume n1" in log
+        assert KEY not in log
+
+
+def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):
+    with Standin("paperspace") as api:
+        machine = api.add("n1", "A4000", 1, 0.76, state="stopped")
+        api.backend.capacity = 0
+        plan = {"n1": {"instance": f"paperspace:{machine.id}", "provider": "paperspace", "id": machine.id,
+                       "idle_stop": 60}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"paperspace": api.url}))
+        done = program("resume", "n1")
+        assert done.returncode == 1
+        calls = program.calls.read_text()
+        assert "update nodename=n1 state=down reason=meshctl: paperspace could not start it" in calls
+        assert "out of capacity" in calls and machine.state == "stopped"
+        assert "FAILED" in program.log.read_text()
+
+
+def test_a_node_it_does_not_know_is_left_alone_and_said(program):
+    (program.conf / "nodes.json").write_text("{}")
+    done = program("suspend", "head")
+    assert done.returncode == 1 and "head: not a node meshctl stops" in program.log.read_text()
+    done = program("fail", "head")
+    assert done.returncode == 1
+
+
+def test_a_resume_that_timed_out_is_marked_down_with_why(program):
+    (program.conf / "nodes.json").write_text(json.dumps({"n1": {"instance": "paperspace:ps1", "provider": "paperspace",
+                                                                "id": "ps1", "idle_stop": 60}}))  # fmt: skip
+    done = program("fail", "n1")
+    assert done.returncode == 0
+    assert "reason=meshctl: paperspace:ps1 did not come back within ResumeTimeout" in program.calls.read_text()
