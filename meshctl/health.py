@@ -16,6 +16,7 @@ import netaddr
 
 WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+*~#:-]{0,39}$")  # active, fstab-only, idle~, down*
 TEXT_RE = re.compile(r"^[A-Za-z0-9 ._:/()+*,=-]{0,120}$")  # a GRES string, MLflow's /health answer
+REASON_RE = re.compile(r"^[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}$")  # why Slurm took a node out
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 
 # The one fact playbooks/status.yml leaves on each node: its status record, made and judged by
@@ -39,8 +40,10 @@ def _word(value: object) -> bool:
 def _row(name: object, row: object) -> str | None:
     if not (isinstance(name, str) and NAME_RE.fullmatch(name) and isinstance(row, dict)):
         return "a node name or row is not one"
-    if set(row) != {"state", "gres", "ready"} or not _word(row["state"]):
-        return f"node {name}'s row is not state, gres, ready"
+    if set(row) != {"state", "gres", "ready", "reason"} or not _word(row["state"]):
+        return f"node {name}'s row is not state, gres, ready, reason"
+    if not isinstance(row["reason"], str) or not REASON_RE.fullmatch(row["reason"]):
+        return f"node {name}'s reason is not plain text"
     if not isinstance(row["gres"], str) or not TEXT_RE.fullmatch(row["gres"]):
         return f"node {name}'s GRES is not plain text"
     if not isinstance(row["ready"], bool):
@@ -79,7 +82,7 @@ def record_problem(name: str, record: object) -> str | None:
         return "sinfo_ok or healthy is not true or false"
     if record["problem"] not in ("", *problems()):
         return "problem is not one meshctl knows"
-    if not isinstance(record.get("detail", ""), str) or not TEXT_RE.fullmatch(record.get("detail", "")):
+    if not isinstance(record.get("detail", ""), str) or not REASON_RE.fullmatch(record.get("detail", "")):
         return "detail is not plain text"
     return None
 

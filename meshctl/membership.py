@@ -523,14 +523,26 @@ def node_status(node: Node, record: dict) -> NodeStatus:
 
 
 def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> NodeStatus:
-    """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state."""
+    """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state.
+
+    A node Slurm stopped while idle (power saving: ``idle~``) or is starting for a job (``#``) is
+    meant to be unreachable: healthy, and said so.
+    """
     row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"), gpus=_gres(in_slurm))
     state = row.slurm.rstrip("*~#!%$@^-+")
+    reason = in_slurm.get("reason") or ""
+    why = f"; Slurm's reason: {reason}" if reason else ""
     if is_head:
         row.error = f"the head cannot be reached ({said}): start it; every node waits for it"
-    elif row.slurm.endswith("*") or state in ("down", "absent", "unknown"):
-        row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}: start it (it rejoins by "
-                     f"itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
+    elif "~" in row.slurm and state not in ("down", "drained", "fail") and not reason:
+        row.healthy = True
+        row.error = "stopped while idle (idle_stop): a job for it starts it again"
+    elif "#" in row.slurm and not reason:
+        row.healthy = True
+        row.error = "starting: a job asked for it (Slurm waits up to ResumeTimeout)"
+    elif row.slurm.endswith("*") or state in ("down", "absent", "unknown") or "~" in row.slurm:
+        row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}{why}: start it (it rejoins "
+                     f"by itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
     else:  # Slurm has not missed it (yet): it stopped a moment ago, or only its SSH fails
         row.error = (f"SSH fails ({said}) while Slurm still lists it {row.slurm}: it may have just stopped "
                      f"(Slurm notices within minutes), its link is slow (`meshctl status --timeout 5`), or its "

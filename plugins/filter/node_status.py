@@ -30,6 +30,7 @@ SHARE_OK = ("exporting", "mounted", "fstab-only")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+*~#:-]{0,39}")
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
+REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}")
 MAX_NODES = 10000
 
 
@@ -39,23 +40,27 @@ def _word(value, default="unknown"):
 
 
 def slurm_rows(sinfo, ready_states=("idle", "mixed", "allocated", "completing"), state_flags=r"[*~#!%$@^+-]+$"):
-    """Every node's row from the controller's ``sinfo --Node --format=%N|%T|%G``: state, gres, ready.
+    """Every node's row from the controller's ``sinfo --Node --format=%N|%T|%G|%E``: state, gres,
+    ready and reason (why Slurm took it out: a drain, a failed start; "" for none).
 
-    A line that is not three fields, or whose name or GRES is not one, is left out; a state that is
-    not a word becomes ``unknown``. ``ready``: the state less its flags (``idle~`` is powered down,
-    ``idle*`` not responding) is one that takes jobs, and it answers Slurm (no ``*``).
+    A line that is not three or four fields, or whose name is not one, is left out; a state that
+    is not a word becomes ``unknown``, a GRES or reason that is not plain text ``?``. ``ready``:
+    the state less its flags (``idle~`` is powered down, ``idle*`` not responding) is one that
+    takes jobs, and it answers Slurm (no ``*``).
     """
     rows = {}
     for line in (sinfo or {}).get("stdout", "").splitlines()[:MAX_NODES]:
-        parts = line.strip().split("|")
-        if len(parts) != 3 or not NAME.fullmatch(parts[0]):
+        parts = line.strip().split("|", 3)
+        if len(parts) not in (3, 4) or not NAME.fullmatch(parts[0]):
             continue
         state = _word(parts[1])
         gres = parts[2] if GRES.fullmatch(parts[2]) else "?"
+        reason = parts[3].strip() if len(parts) == 4 and parts[3].strip() not in ("none", "(null)") else ""
+        reason = reason if REASON.fullmatch(reason) else "?"
         flags = re.search(state_flags, state)
         base = state[: flags.start()] if flags else state
         ready = base in ready_states and "*" not in (flags.group(0) if flags else "")
-        rows[parts[0]] = {"state": state, "gres": gres, "ready": ready}
+        rows[parts[0]] = {"state": state, "gres": gres, "ready": ready, "reason": reason}
     return rows
 
 
@@ -128,7 +133,8 @@ def judge(record, expect):
         return "share", str(share)
     slurm = record["slurm"]
     if expect.get("compute") and not (slurm or {}).get("ready"):
-        return "slurm", (slurm or {}).get("state", "absent")
+        reason = (slurm or {}).get("reason")
+        return "slurm", (slurm or {}).get("state", "absent") + (f" ({reason})" if reason else "")
     if share == "fstab-only" and not expect.get("pod"):
         return "no-nfs-kernel", ""
     if expect.get("pod"):

@@ -27,7 +27,7 @@ options:
     type: bool
     default: false
   sinfo:
-    description: Read every node's state, GRES in Slurm (C(sinfo --Node)); the controller's view.
+    description: Read every node's state, GRES and reason in Slurm (C(sinfo --Node)); the controller's view.
     type: bool
     default: false
   tailscale:
@@ -78,7 +78,7 @@ status:
       description: Each service and its state (C(active), C(inactive), C(failed), C(unknown), ...).
       type: dict
     sinfo:
-      description: C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%T|%G).
+      description: C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%T|%G|%E) (name, state, GRES, reason).
       type: dict
     tailscale:
       description: C(rc) and C(stdout) of C(tailscale status --json).
@@ -99,7 +99,7 @@ import urllib.request
 from ansible.module_utils.basic import AnsibleModule
 
 LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
-SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G"]
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G|%E"]
 
 
 def run(argv, timeout):

@@ -302,13 +302,14 @@ def hostile_record():
     [
         ({"services": {"munge": "active\x1b]52;c;aWQK\x07"}}, "services is not a mapping of service words"),
         ({"tailnet": {"backend_state": "Running", "ipv4": "8.8.8.8\nx", "userspace": False}}, "tailnet: ipv4"),
-        ({"slurm": {"state": "idle", "gres": "gpu\x1b[2J", "ready": True}}, "slurm: node cpu1's GRES"),
+        ({"slurm": {"state": "idle", "gres": "gpu\x1b[2J", "ready": True, "reason": ""}}, "slurm: node cpu1's GRES"),
+        ({"slurm": {"state": "down", "gres": "", "ready": False, "reason": "x\x1b]0;t\x07"}}, "cpu1's reason"),
         ({"problem": "all good"}, "problem is not one meshctl knows"),
         ({"healthy": "yes"}, "sinfo_ok or healthy"),
         ({"owner": "x"}, "not a status record"),
         ({"share": "mounted; rm -rf"}, "share is not a status word"),
     ],
-    ids=["escape", "address", "gres", "problem", "healthy", "key", "share"],
+    ids=["escape", "address", "gres", "reason", "problem", "healthy", "key", "share"],
 )
 def test_a_record_outside_its_shape_is_refused_never_shown(mesh, fake, change, why):
     """What a hostile node could slip into its record: never printed, the row unhealthy and named."""
@@ -323,10 +324,12 @@ def test_a_record_outside_its_shape_is_refused_never_shown(mesh, fake, change, w
 
 
 def test_a_hostile_sinfo_line_is_left_out_or_worded():
-    rows = flt().slurm_rows({"rc": 0, "stdout": "gpu1|idle\x1b[2J|(null)\nEVIL NAME|idle|x\ncpu1|idle|gpu:a|b\n"
-                                                  "n3|mixed|gpu:a100:8\n"})  # fmt: skip
-    assert rows == {"gpu1": {"state": "unknown", "gres": "(null)", "ready": False},
-                    "n3": {"state": "mixed", "gres": "gpu:a100:8", "ready": True}}  # fmt: skip
+    rows = flt().slurm_rows({"rc": 0, "stdout": "gpu1|idle\x1b[2J|(null)|none\nEVIL NAME|idle|x|\n"
+                                                  "cpu1|drained|gpu:a|bad\x1b]0;x\x07\nn2|idle\n"
+                                                  "n3|mixed|gpu:a100:8|none\n"})  # fmt: skip
+    assert rows == {"gpu1": {"state": "unknown", "gres": "(null)", "ready": False, "reason": ""},
+                    "cpu1": {"state": "drained", "gres": "gpu:a", "ready": False, "reason": "?"},
+                    "n3": {"state": "mixed", "gres": "gpu:a100:8", "ready": True, "reason": ""}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -377,3 +380,27 @@ def test_status_without_provider_accounts_has_no_price_column(mesh, fake):
     fake.reads = healthy_reads()
     text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
     assert "$/h" not in text and "cost:" not in text
+
+
+def test_slurms_reason_for_a_node_it_took_out_is_shown(mesh, fake):
+    reason = "meshctl: paperspace could not start it: Machine type is out of capacity [slurm@2026-11-24T22:50:01]"
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=f"down~|(null)|{reason}"))}
+    fake.unreachable = ["gpu1"]
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    gpu1 = next(r for r in rows if r.name == "gpu1")
+    assert not healthy and not gpu1.healthy and gpu1.slurm == "down~"
+    assert "Slurm's reason: meshctl: paperspace could not start it" in gpu1.error
+    fake.unreachable = []
+    fake.reads["head"] = head_read(sinfo_read=sinfo(gpu1="drained|(null)|GPU count 1 of 2 [root@2026-11-24T22:51]"))
+    rows, _mlflow, _healthy = membership.status(mesh, *mesh.load())
+    gpu1 = next(r for r in rows if r.name == "gpu1")
+    assert gpu1.problem == "slurm" and "Slurm sees it drained (GPU count 1 of 2" in gpu1.error
+
+
+def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|", cpu1="idle#|(null)|"))}
+    fake.unreachable = ["gpu1", "cpu1"]
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    by = {r.name: r for r in rows}
+    assert healthy and by["gpu1"].healthy and "stopped while idle (idle_stop)" in by["gpu1"].error
+    assert by["cpu1"].healthy and "starting: a job asked for it" in by["cpu1"].error
