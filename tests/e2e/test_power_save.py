@@ -7,6 +7,12 @@ in mesh.yml) and `idle_stop: 60s`; then, on real daemons: the node idle for that
 (`idle~`, its container stopped), a job for it starts it again and runs, and a start the provider
 refuses (no capacity) leaves the node DOWN with the provider's reason. Needs the Docker engine
 and the meshctl-node:bookworm image.
+
+A started VM has booted: Slurm waits for a resumed node's boot time to be after the start it asked
+for ("Still waiting for boot of node"). A container shares the host's kernel and its uptime, so
+the test bed gives the node's slurmd its own boot clock (a time namespace whose boot time is the
+container's start: `unshare --time --boottime`, which needs CAP_SYS_TIME in that container only).
+That is the VM's boot, emulated; nothing of meshctl's is changed.
 """
 
 import os
@@ -72,6 +78,10 @@ def bed(tmp_path_factory):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     nodes.down(say=lambda _m: None, spec=SPEC)
     nodes.up("bookworm", say=lambda _m: None, spec=SPEC)
+    subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=True)
+    args = nodes.run_args(nodes.Node("power-n1", N1), "meshctl-node:bookworm", SPEC.network)
+    subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
+    assert nodes.wait_running("power-n1") in ("running", "degraded")
     for name in SPEC.names:
         nodes.authorize(name, key.with_suffix(".pub").read_text())
     backend = DockerBackend()
@@ -93,18 +103,49 @@ def bed(tmp_path_factory):
     nodes.down(say=lambda _m: None, spec=SPEC)
 
 
+FRESH_BOOT = "/etc/systemd/system/slurmd.service.d/zz-test-fresh-boot.conf"
+
+
+# Run on the node: a drop-in that starts meshctl's own slurmd command line under a fresh boot clock.
+# systemd reads `$$` as `$` and `\\"` as `"` inside a double-quoted argument.
+FRESH_BOOT_WRITER = r"""
+import glob
+units = sorted(f for f in glob.glob("/etc/systemd/system/slurmd.service.d/*.conf") if "fresh-boot" not in f)
+line = next(l for f in units for l in open(f) if l.startswith("ExecStart=/"))
+command = line.split("=", 1)[1].strip().replace('"', '\\"')
+clock = "exec unshare --time --fork --kill-child --boottime=-$$(cut -d. -f1 /proc/uptime) "
+open(PATH, "w").write('[Service]\nExecStart=\nExecStart=/bin/sh -c "' + clock + command + '"\n')
+"""
+
+
+def emulate_boot_clock() -> None:
+    """The node's slurmd under a boot clock that starts with the container (see the docstring)."""
+    writer = f"PATH = {FRESH_BOOT!r}\n" + FRESH_BOOT_WRITER
+    subprocess.run(["docker", "exec", "-i", "power-n1", "python3", "-"], input=writer, text=True, check=True)
+    subprocess.run(["docker", "exec", "power-n1", "bash", "-c", "systemctl daemon-reload && systemctl restart slurmd"],
+                   check=True)  # fmt: skip
+    probe = "sleep 1; nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime"
+    uptime = subprocess.run(["docker", "exec", "power-n1", "bash", "-c", probe], capture_output=True, text=True,
+                            check=False).stdout.split()  # fmt: skip
+    assert uptime and float(uptime[0]) < 60, uptime  # slurmd sees a machine that just booted
+
+
 def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     root, api, machine, env = bed
     inventory = root / "lab" / "mesh.yml"
     data = yaml.safe_load(inventory.read_text())
     data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    settings = root / "lab" / "group_vars" / "all.yml"
+    settings.write_text(settings.read_text() + "slurm_suspend_timeout: 30\n")  # a container stops in seconds
     applied = meshctl(root, "apply", "--limit", "n1", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     conf = on_head("cat /etc/slurm/slurm.conf")
     assert f"SuspendTime={IDLE}" in conf and "SuspendExcParts=meshctl_on" in conf
     assert "meshctl_idle" in on_head("scontrol show node n1 | grep -o 'AvailableFeatures=.*'")
     assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
+    assert "meshctl_on" not in on_head("sinfo --noheader --Node --nodes=n1 --format=%P")  # only main: may stop
+    emulate_boot_clock()
     # Idle for idle_stop: Slurm runs the head's program, which stops the instance through the API.
     idle_since = time.monotonic()
     assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), (
