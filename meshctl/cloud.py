@@ -88,14 +88,21 @@ def stored_key(mesh: Mesh, mesh_vars: dict, provider: str) -> str:
     return read_secret(path, for_mesh(mesh_vars)).decode().strip()
 
 
-def client(provider: str, key: str, mesh_vars: dict | None = None):
-    """The provider's client (its API URL from MESHCTL_<PROVIDER>_API_URL when set)."""
+def client(provider: str, key: str, prices: dict | None = None):
+    """The provider's client (its API URL from MESHCTL_<PROVIDER>_API_URL when set); PRICES: $/h per
+    machine type, for a provider whose API gives none (Paperspace: ``paperspace_prices``)."""
     try:
         if provider == "paperspace":
-            return module(provider).Client(key, prices=(mesh_vars or {}).get("paperspace_prices") or {})
+            return module(provider).Client(key, prices=prices if isinstance(prices, dict) else {})
         return module(provider).Client(key)
     except common().CloudError as exc:
         raise ProviderError(exc.message, hint=exc.hint) from None
+
+
+def account(mesh: Mesh, mesh_vars: dict, provider: str):
+    """The client of the mesh's account with PROVIDER (its stored key; ``<provider>_prices`` from
+    mesh.yml or group_vars/all.yml where its API gives no price)."""
+    return client(provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars))
 
 
 def call(what, *args):
@@ -108,7 +115,7 @@ def call(what, *args):
 
 def add_account(mesh: Mesh, mesh_vars: dict, provider: str, key: str, check: bool = True) -> int:
     """Store PROVIDER's key, after the provider accepts it (``check``); returns its instance count."""
-    count = len(call(client(check_provider(provider), key, mesh_vars).list)) if check else 0
+    count = len(call(client(check_provider(provider), key).list)) if check else 0
     mesh.secrets.mkdir(mode=0o700, exist_ok=True)
     write_secret(key_path(mesh, provider), (key + "\n").encode(), for_mesh(mesh_vars))
     return count
@@ -162,7 +169,9 @@ def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | Non
     rows, problems = [], {}
     for name in providers:
         try:
-            found = call(client(name, stored_key(mesh, mesh_vars, name), mesh_vars).list)
+            found = call(
+                client(name, stored_key(mesh, mesh_vars, name), mesh.setting(f"{name}_prices", mesh_vars)).list
+            )
         except ProviderError as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             continue
@@ -181,7 +190,9 @@ def costing(rows: list[MachineRow]) -> tuple[float, list[MachineRow]]:
 
 def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> dict:
     """The one instance of PROVIDER named (or with the id) WANTED, running and reachable over SSH."""
-    found = call(client(provider, stored_key(mesh, mesh_vars, provider), mesh_vars).list)
+    found = call(
+        client(provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars)).list
+    )
     matches = [i for i in found if i["id"] == wanted] or [i for i in found if i["name"] == wanted]
     if not matches:
         names = ", ".join(sorted(i["name"] or i["id"] for i in found)) or "none"
@@ -284,7 +295,7 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     import time
 
     clock, sleep = clock or time.monotonic, sleep or time.sleep
-    api = client(check_provider(provider), stored_key(mesh, mesh_vars, provider), mesh_vars)
+    api = account(mesh, mesh_vars, check_provider(provider))
     if provider == "lambda":
         if not options.get("region") or not options.get("ssh_key_names"):
             raise UsageError("a Lambda launch needs --region and --ssh-key-name (a key registered at Lambda)")
@@ -314,4 +325,9 @@ RUNPOD_IMAGE = "runpod/pytorch:2.1.0-py3.10-cuda11.8.0-devel-ubuntu22.04"
 def terminate(mesh: Mesh, mesh_vars: dict, ref: str) -> None:
     """Delete the instance REF (``provider:id``) at its provider."""
     provider, _, instance_id = ref.partition(":")
-    call(client(provider, stored_key(mesh, mesh_vars, provider), mesh_vars).terminate, instance_id)
+    call(
+        client(
+            provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars)
+        ).terminate,
+        instance_id,
+    )

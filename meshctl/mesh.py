@@ -515,6 +515,21 @@ class Mesh:
             hint="run `meshctl init DIR`, then cd into it, or pass --mesh DIR / set MESHCTL_MESH",
         )
 
+    def setting(self, name: str, mesh_vars: dict, default=None):
+        """A mesh-wide variable from mesh.yml's vars, else group_vars/all.yml (where users set role
+        variables), else DEFAULT: what meshctl reads of the settings the roles read."""
+        if mesh_vars.get(name) is not None:
+            return mesh_vars[name]
+        group_vars = self.path / "group_vars" / "all.yml"
+        if group_vars.is_file():
+            try:
+                value = (yaml.safe_load(group_vars.read_text()) or {}).get(name)
+            except (yaml.YAMLError, AttributeError):
+                value = None
+            if value is not None:
+                return value
+        return default
+
     def load(self) -> tuple[list[Node], dict]:
         check_ownership(self.path, self.inventory, self.path / "group_vars", self.path / "host_vars")
         try:

@@ -42,14 +42,7 @@ def uses_tailscale(mesh_vars: dict) -> bool:
 
 def mesh_tags(mesh: Mesh, mesh_vars: dict) -> list:
     """tailscale_tags from mesh.yml's vars or group_vars/all.yml (where users set role variables)."""
-    tags = mesh_vars.get("tailscale_tags")
-    group_vars = mesh.path / "group_vars" / "all.yml"
-    if not tags and group_vars.is_file():
-        try:
-            tags = (yaml.safe_load(group_vars.read_text()) or {}).get("tailscale_tags")
-        except (yaml.YAMLError, AttributeError):
-            tags = None
-    return list(tags or [])
+    return list(mesh.setting("tailscale_tags", mesh_vars) or [])
 
 
 def read_key(key_file: str | None, prompt) -> str:

@@ -463,3 +463,14 @@ def test_a_launch_is_never_sent_twice_after_a_server_error():
         assert api.requests == [("POST", "/v1/machines")] and api.backend.machines == {}
         api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
         assert client.list() == [] and len(api.requests) == 3  # a read is asked again
+
+
+def test_paperspace_prices_come_from_group_vars(mesh, monkeypatch):
+    with Standin("paperspace") as api:
+        monkeypatch.setenv("MESHCTL_PAPERSPACE_API_URL", api.url)
+        api.add("desk-a6000", "A6000", 1, 0)
+        cloud.add_account(mesh, {}, "paperspace", KEY)
+        (mesh.path / "group_vars").mkdir(exist_ok=True)
+        (mesh.path / "group_vars" / "all.yml").write_text("paperspace_prices: {A6000: 1.89}\n")
+        rows, problems = cloud.machines(mesh, *mesh.load())
+        assert problems == {} and [(r.name, r.price_per_hour) for r in rows] == [("desk-a6000", 1.89)]
