@@ -28,6 +28,7 @@ COMMANDS = {
     "provider": "provider",
     "machines": "machines",
     "launch": "launch",
+    "usage": "usage",
 }
 
 

@@ -224,13 +224,16 @@ def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, 
     return ssh, provider, instance_ref(inst), provider == "runpod"
 
 
-def node_prices(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[dict[str, float | None], dict[str, str]]:
-    """Each node that is a provider's instance: its $/h while it runs (0 when stopped); and problems."""
+def node_prices(
+    mesh: Mesh, nodes: list[Node], mesh_vars: dict, now: bool = True
+) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Each node that is a provider's instance: its $/h (``now``: 0 while it is stopped); and problems."""
     rows, problems = machines(mesh, nodes, mesh_vars)
     prices = {}
     for row in rows:
         if row.node is not None:
-            prices[row.node] = row.price_per_hour if row.status in ("running", "starting", "unhealthy") else 0.0
+            running = row.status in ("running", "starting", "unhealthy")
+            prices[row.node] = row.price_per_hour if running or not now else 0.0
     return prices, problems
 
 
@@ -238,9 +241,10 @@ class PriceLookup:
     """``node_prices`` in a thread, started now and read later: status asks the providers while
     Ansible reads the nodes, so the prices cost no time of their own."""
 
-    def __init__(self, mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> None:
+    def __init__(self, mesh: Mesh, nodes: list[Node], mesh_vars: dict, now: bool = True) -> None:
         import threading
 
+        self.now = now
         self.prices: dict[str, float | None] = {}
         self.problems: dict[str, str] = {}
         self._thread = None
@@ -250,7 +254,7 @@ class PriceLookup:
 
     def _run(self, mesh, nodes, mesh_vars) -> None:
         try:
-            self.prices, self.problems = node_prices(mesh, nodes, mesh_vars)
+            self.prices, self.problems = node_prices(mesh, nodes, mesh_vars, self.now)
         except Exception as exc:
             self.problems = {"providers": str(exc)}
 

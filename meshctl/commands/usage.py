@@ -1,0 +1,50 @@
+"""meshctl usage: GPU-hours, CPU-hours and cost per user for a period (Slurm accounting)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from meshctl import display
+from meshctl import usage as usage_lib
+from meshctl.mesh import Mesh
+from meshctl.options import json_option, mesh_option
+
+
+@click.command("usage")
+@click.option("--since", help="Start of the period (YYYY-MM-DD; default: the first of this month).")
+@click.option("--until", help="End of the period (YYYY-MM-DD; default: now).")
+@json_option
+@mesh_option
+def command(since, until, as_json, mesh_dir) -> None:
+    """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
+    mesh = Mesh.find(mesh_dir)
+    nodes, mesh_vars = mesh.load()
+    rows, start, end, problems = usage_lib.usage(mesh, nodes, mesh_vars, since, until)
+    total = round(sum(r.cost for r in rows), 2)
+    if as_json:
+        out = {"since": start, "until": end, "cost": total, "problems": problems,
+               "users": [{"user": r.user, "jobs": r.jobs, "gpu_hours": round(r.gpu_hours, 3),
+                          "cpu_hours": round(r.cpu_hours, 3), "cost": round(r.cost, 2), "nodes": sorted(r.nodes)}
+                         for r in rows]}  # fmt: skip
+        display.echo(json.dumps(out, indent=2))
+        return
+    display.table(
+        f"Usage {start} .. {end}",
+        ["user", "jobs", "GPU-hours", "CPU-hours", "cost $", "nodes"],
+        [
+            [
+                r.user,
+                str(r.jobs),
+                f"{r.gpu_hours:.2f}",
+                f"{r.cpu_hours:.2f}",
+                f"{r.cost:.2f}",
+                ",".join(sorted(r.nodes)),
+            ]
+            for r in rows
+        ],
+    )
+    display.echo(f"total: ${total:.2f} at today's prices of the rented nodes (a node without a price costs nothing)")
+    for provider, said in problems.items():
+        display.echo(f"{provider}: no prices ({said})")

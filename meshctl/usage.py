@@ -1,0 +1,137 @@
+"""`meshctl usage`: GPU-hours, CPU-hours and cost per user for a period, from Slurm's accounting.
+
+The controller reads the period's jobs (``sacct --allocations --parsable2``: user, nodes,
+elapsed seconds, allocated TRES; roles/slurm/tasks/usage.yml); the sums are made here. Cost is an
+estimate at today's prices: each job pays, on each of its nodes, the node's $/h (its provider's,
+meshctl/cloud.py) times its share of the node (GPUs allocated over the node's GPUs, else CPUs over
+CPUs) times its hours. A node without a known price (a desktop) costs nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import re
+from dataclasses import dataclass, field
+
+from meshctl import cloud, runner, vault
+from meshctl.errors import UsageError
+from meshctl.mesh import Mesh, Node
+
+USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|$)")
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$|^now$")
+
+
+def hostnames(hostlist: str) -> list[str]:
+    """Slurm's compressed host list (``gpu[1-3,5],head``) as names; "" or ``None assigned`` -> []."""
+    text = (hostlist or "").strip()
+    if not text or text.startswith("None"):
+        return []
+    names: list[str] = []
+    for prefix, ranges in HOSTLIST_RE.findall(text):
+        if not ranges:
+            names.append(prefix)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{prefix}{number:0{width}d}")
+    return names
+
+
+def tres(text: str) -> dict[str, float]:
+    """AllocTRES (``billing=2,cpu=2,gres/gpu=1,gres/gpu:a4000=1,mem=1000M,node=1``) as numbers.
+
+    ``gpu`` sums ``gres/gpu`` (not its typed duplicates); ``cpu`` and ``node`` as given."""
+    out = {"cpu": 0.0, "gpu": 0.0, "node": 0.0}
+    for item in (text or "").split(","):
+        key, _, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if key in ("cpu", "node"):
+            out[key] = number
+        elif key == "gres/gpu":
+            out["gpu"] = number
+    return out
+
+
+@dataclass
+class UserUsage:
+    user: str
+    jobs: int = 0
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    cost: float = 0.0
+    nodes: set[str] = field(default_factory=set)
+
+
+def summarize(lines: list[str], node_gpus: dict[str, int], node_cpus: dict[str, int],
+              prices: dict[str, float | None]) -> list[UserUsage]:  # fmt: skip
+    """Per user, from sacct's lines (User|JobID|NodeList|ElapsedRaw|AllocTRES|State); sorted by cost,
+    then GPU-hours. A line that is not one is skipped."""
+    users: dict[str, UserUsage] = {}
+    for line in lines:
+        parts = str(line).split("|")
+        if len(parts) != 6 or not USER_RE.match(parts[0]) or not parts[3].isdigit():
+            continue
+        user, _job, hostlist, elapsed, alloc, _state = parts
+        hours = int(elapsed) / 3600
+        held = tres(alloc)
+        names = hostnames(hostlist) or []
+        row = users.setdefault(user, UserUsage(user))
+        row.jobs += 1
+        row.gpu_hours += held["gpu"] * hours
+        row.cpu_hours += held["cpu"] * hours
+        row.nodes.update(names)
+        for name in names:  # the job's share of each node, at that node's price
+            price = prices.get(name)
+            if not price:
+                continue
+            if node_gpus.get(name):
+                share = min(1.0, held["gpu"] / len(names) / node_gpus[name])
+            else:
+                share = min(1.0, held["cpu"] / len(names) / max(1, node_cpus.get(name, 1)))
+            row.cost += price * share * hours
+    return sorted(users.values(), key=lambda u: (-u.cost, -u.gpu_hours, u.user))
+
+
+def period(since: str | None, until: str | None, today: datetime.date | None = None) -> tuple[str, str]:
+    """sacct's --starttime and --endtime: the first of this month until now by default."""
+    today = today or datetime.date.today()
+    start = since or today.replace(day=1).isoformat()
+    end = until or "now"
+    for name, value in (("--since", start), ("--until", end)):
+        if not DATE_RE.match(value):
+            raise UsageError(f"{name} {value!r} is not a date", hint="use YYYY-MM-DD (or YYYY-MM-DDTHH:MM)")
+    return start, end
+
+
+def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None):
+    """(rows, start, end, problems): each user's usage of the period, and what the providers said."""
+    from meshctl.membership import head_of
+
+    start, end = period(since, until)
+    prices = cloud.PriceLookup(mesh, nodes, mesh_vars, now=False)  # asked while Ansible reads the accounting
+    result = runner.run_playbook(
+        "usage.yml",
+        mesh.run_inventory(nodes, mesh_vars),
+        mesh.path,
+        limit=head_of(nodes).name,
+        known_hosts=mesh.known_hosts,
+        progress=runner.Progress(out=io.StringIO(), live=False),
+        extravars={"slurm_usage_start": start, "slurm_usage_end": end},
+        vault_id=mesh_vars.get(vault.MESH_VAR),
+        mitogen=False,
+        stream=False,
+    )
+    runner.raise_for(result, "fix the problem and run `meshctl usage` again")
+    lines = (result.reports.get(head_of(nodes).name) or {}).get("lines") or []
+    facts = mesh.load_facts()
+    gpus = {n: len([g for g in f.get("gpus", []) if g.get("file")]) for n, f in facts.items()}
+    cpus = {n: int(f.get("cpus", 1) or 1) for n, f in facts.items()}
+    node_prices, problems = prices.result()
+    return summarize([str(line) for line in lines], gpus, cpus, node_prices), start, end, problems

@@ -1,0 +1,91 @@
+"""meshctl usage: sacct's lines summed per user (GPU-hours, CPU-hours, cost at today's prices)."""
+
+import datetime
+
+import pytest
+
+from meshctl import usage
+from meshctl.errors import UsageError
+from tests.conftest import FIXTURES
+
+
+def lines():
+    return (FIXTURES / "sacct" / "usage-parsable2.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "names"),
+    [
+        ("gpu1", ["gpu1"]),
+        ("gpu[1-3]", ["gpu1", "gpu2", "gpu3"]),
+        ("n[08-10],head", ["n08", "n09", "n10", "head"]),
+        ("gpu[1,3-4]", ["gpu1", "gpu3", "gpu4"]),
+        ("None assigned", []),
+        ("", []),
+    ],
+)
+def test_slurm_host_lists(hostlist, names):
+    assert usage.hostnames(hostlist) == names
+
+
+def test_alloc_tres_counts_gpus_once():
+    assert usage.tres("billing=8,cpu=8,gres/gpu:rtx_a5000=2,gres/gpu=2,mem=32000M,node=1") == {
+        "cpu": 8.0, "gpu": 2.0, "node": 1.0}  # fmt: skip
+
+
+def test_per_user_hours_and_cost_at_todays_prices():
+    gpus = {"gpu1": 2, "gpu2": 2, "head": 0, "cpu1": 0}
+    cpus = {"gpu1": 16, "gpu2": 16, "head": 8, "cpu1": 4}
+    prices = {"gpu1": 0.54, "gpu2": 0.54, "cpu1": 0.10}  # head: a desktop, no price
+    rows = {r.user: r for r in usage.summarize(lines(), gpus, cpus, prices)}
+    alice, bob, carol = rows["alice"], rows["bob"], rows["carol"]
+    assert alice.jobs == 2 and alice.gpu_hours == pytest.approx(2 * 1 + 4 * 0.5)
+    # 101: all of gpu1 for 1 h; 102: all of gpu1 and gpu2 for half an hour
+    assert alice.cost == pytest.approx(0.54 * 1 + 2 * 0.54 * 0.5) and alice.nodes == {"gpu1", "gpu2"}
+    assert bob.jobs == 2 and bob.cpu_hours == pytest.approx(4.0) and bob.cost == 0  # the head costs nothing
+    assert carol.cost == pytest.approx(0.10 * 0.25)  # all 4 CPUs of cpu1 for a quarter hour
+    assert [r.user for r in usage.summarize(lines(), gpus, cpus, prices)] == ["alice", "carol", "bob"]
+
+
+def test_a_line_that_is_not_one_is_skipped():
+    hostile = ["root|1|gpu1|abc|cpu=1|COMPLETED", "EVIL USER|2|gpu1|60|cpu=1|COMPLETED", "only|three|fields"]
+    assert usage.summarize(hostile, {}, {}, {}) == []
+
+
+def test_the_period_defaults_to_this_month_and_is_checked():
+    assert usage.period(None, None, datetime.date(2026, 11, 24)) == ("2026-11-01", "now")
+    assert usage.period("2026-10-01", "2026-11-01T12:00") == ("2026-10-01", "2026-11-01T12:00")
+    with pytest.raises(UsageError, match="--since 'last week' is not a date"):
+        usage.period("last week", None)
+    with pytest.raises(UsageError, match="is not a date"):
+        usage.period("2026-10-01; rm -rf /", None)
+
+
+def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from meshctl import runner
+    from meshctl.cli import cli
+    from meshctl.mesh import Mesh, Node
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    mesh = Mesh(tmp_path)
+    mesh.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1"),
+               Node("gpu1", "100.64.0.2", state="active", mesh_address="100.64.0.2")], {})  # fmt: skip
+    calls = []
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        calls.append((playbook, kw))
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 2}}, reports={"head": {"lines": lines()}})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    result = CliRunner().invoke(cli, ["usage", "--since", "2026-11-01", "--json", "--mesh", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [u["user"] for u in out["users"]] == ["alice", "bob", "carol"]  # no prices: by GPU-hours, then name
+    assert out["users"][0]["gpu_hours"] == 4.0 and out["since"] == "2026-11-01" and out["until"] == "now"
+    ((playbook, kw),) = calls
+    assert playbook == "usage.yml" and kw["limit"] == "head"
+    assert kw["extravars"] == {"slurm_usage_start": "2026-11-01", "slurm_usage_end": "now"}
