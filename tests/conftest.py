@@ -55,3 +55,15 @@ def load_file(relative: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def mesh(tmp_path, monkeypatch):
+    """A mesh folder holding one active head (test modules with other needs define their own)."""
+    from meshctl.mesh import Mesh, Node
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    m = Mesh(tmp_path / "mesh")
+    m.path.mkdir()
+    m.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
+    return m

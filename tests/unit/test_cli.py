@@ -16,15 +16,6 @@ PROBE = {"sudo": "root", "os_id": "debian", "os_name": "Debian 12", "arch": "x86
 
 
 @pytest.fixture
-def mesh(tmp_path, monkeypatch):
-    monkeypatch.delenv("MESHCTL_MESH", raising=False)
-    m = Mesh(tmp_path / "mesh")
-    m.path.mkdir()
-    m.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
-    return m
-
-
-@pytest.fixture
 def fake_preflight(monkeypatch):
     def run(_argv, user, host, port, _known_hosts=None, **_kw):
         return preflight.Preflight(True, preflight.evaluate(PROBE, user), dict(PROBE))

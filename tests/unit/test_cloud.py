@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Node
 from tests.cloud_standin import KEY, Standin
 from tests.conftest import FIXTURES
 
@@ -237,15 +237,6 @@ def test_an_api_that_cannot_be_reached_is_said_with_its_variable():
 
 
 # --- meshctl: accounts, machines, add-node PROVIDER:NAME --------------------------------------
-
-
-@pytest.fixture
-def mesh(tmp_path, monkeypatch):
-    monkeypatch.delenv("MESHCTL_MESH", raising=False)
-    m = Mesh(tmp_path / "mesh")
-    m.path.mkdir()
-    m.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
-    return m
 
 
 @pytest.fixture
