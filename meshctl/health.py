@@ -4,20 +4,22 @@ The record (fact ``mesh_status``) is made on the control machine by the collecti
 ``node_status`` from what the node's ``mesh_status`` module read; its values came from the node.
 A node may lie about its health (nothing here can stop that), but what it reports must not be
 anything else: a status word is a short word, a tailnet address an IP address, a Slurm row is
-state, GRES and ready. A record outside its shape is refused (the row is then unhealthy, and
-named), never printed as the node sent it.
+state, GRES, ready and reason. A record outside its shape is refused (the row is then
+unhealthy, and named), never printed as the node sent it. The shapes are the filter's own
+(``WORD``, ``NAME``, ``GRES``, ``REASON`` in plugins/filter/node_status.py): one place.
 """
 
 from __future__ import annotations
 
-import re
-
 import netaddr
 
-WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+*~#:-]{0,39}$")  # active, fstab-only, idle~, down*
-TEXT_RE = re.compile(r"^[A-Za-z0-9 ._:/()+*,=-]{0,120}$")  # a GRES string, MLflow's /health answer
-REASON_RE = re.compile(r"^[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}$")  # why Slurm took a node out
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+from meshctl import resources
+
+_FILTER = resources.plugin("filter.node_status")
+WORD_RE = _FILTER.WORD  # active, fstab-only, idle~, down*
+TEXT_RE = _FILTER.GRES  # a GRES string, a tailnet hostname or version
+REASON_RE = _FILTER.REASON  # why Slurm took a node out
+NAME_RE = _FILTER.NAME
 
 # The one fact playbooks/status.yml leaves on each node: its status record, made and judged by
 # the collection's filter node_status (plugins/filter/node_status.py), whose PROBLEMS it names.
@@ -28,9 +30,7 @@ RECORD_KEYS = {"name", "services", "tailnet", "share", "mlflow", "slurm", "slurm
 
 def problems() -> tuple[str, ...]:
     """The problem codes a record may carry: the filter's own list."""
-    from meshctl import resources
-
-    return tuple(resources.plugin("filter.node_status").PROBLEMS)
+    return tuple(_FILTER.PROBLEMS)
 
 
 def _word(value: object) -> bool:
