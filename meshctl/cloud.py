@@ -16,10 +16,10 @@ from pathlib import Path
 
 from meshctl import resources
 from meshctl.errors import ProviderError, UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import RENTED, Mesh, Node
 from meshctl.vault import for_mesh, read_secret, write_secret
 
-PROVIDERS = ("lambda", "runpod", "paperspace")
+PROVIDERS = RENTED
 KEY_FOLDER = "providers"  # under the mesh's secrets/
 MAX_KEY_BYTES = 4096
 KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")

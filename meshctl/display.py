@@ -34,6 +34,11 @@ def clean(text: object, multiline: bool = False) -> str:
     return _CONTROLS.sub("", text)
 
 
+def dollars(value: float | None, unknown: str = "-") -> str:
+    """A price per hour as a table cell: two decimals, UNKNOWN when there is none."""
+    return unknown if value is None else f"{value:.2f}"
+
+
 def echo(text: object = "", err: bool = False) -> None:
     """click.echo of ``clean`` text (line breaks kept)."""
     click.echo(clean(text, multiline=True), err=err)

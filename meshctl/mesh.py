@@ -25,13 +25,15 @@ from pathlib import Path
 import netaddr
 import yaml
 
+from meshctl import resources
 from meshctl.errors import InventoryError, UsageError
 
 INVENTORY = "mesh.yml"
 LOCK = "mesh.lock"
 SECRETS = "secrets"
 FACTS = "facts"  # one <node>.json per node: its hardware facts (mesh_hw) after its last converge
-PROVIDERS = ("local", "paperspace", "lambda", "runpod", "generic")
+RENTED = ("lambda", "runpod", "paperspace")  # providers meshctl reaches through their APIs (meshctl/cloud.py)
+PROVIDERS = ("local", *RENTED, "generic")
 ROLES = ("head", "compute")
 STATES = ("pending", "active")
 # Host variables meshctl writes from a node's record; any other a user adds is kept as written.
@@ -42,7 +44,8 @@ RUN_HOSTVARS = ("mesh_hw",)  # what a run's inventory sets from recorded facts: 
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machine meshctl runs on
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-INSTANCE_RE = re.compile(r"(lambda|runpod|paperspace):[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+# A node's instance, "<provider>:<id>", the id as the provider clients accept one (module_utils/mesh_cloud.py).
+INSTANCE_RE = re.compile(f"({'|'.join(RENTED)}):" + resources.plugin("module_utils.mesh_cloud").ID_RE.pattern)
 HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
@@ -491,7 +494,7 @@ class Mesh:
         facts = self.load_facts()
         inventory = to_inventory(nodes, mesh_vars, groups=self.groups, facts=facts, secrets=self.secrets,
                                  leaving=leaving, converging=converging)  # fmt: skip
-        urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in PROVIDERS
+        urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in RENTED
                 if os.environ.get(f"MESHCTL_{p.upper()}_API_URL")}  # fmt: skip
         if urls:
             inventory["all"]["vars"]["power_save_api_urls"] = urls

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from meshctl.mesh import PROVIDERS
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 mesh_option = click.option(
     "--mesh",
@@ -22,7 +24,7 @@ ssh_key_option = click.option(
 )
 provider_option = click.option(
     "--provider",
-    type=click.Choice(["local", "paperspace", "lambda", "runpod", "generic"]),
+    type=click.Choice(PROVIDERS),
     help="Where the machine runs (default: detected from the machine).",
 )
 mesh_address_option = click.option(

@@ -13,10 +13,6 @@ from meshctl.mesh import Mesh
 from meshctl.options import json_option, mesh_option
 
 
-def _price(value: float | None) -> str:
-    return "?" if value is None else f"{value:.2f}"
-
-
 @click.command("machines")
 @click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's instances.")
 @json_option
@@ -44,7 +40,7 @@ def command(provider, as_json, mesh_dir) -> None:
                     r.ssh_host or "-",
                     str(r.gpus),
                     r.gpu_type,
-                    _price(r.price_per_hour),
+                    display.dollars(r.price_per_hour, "?"),
                     r.node or ("NOT IN MESH" if r in forgotten else "-"),
                 ]
                 for r in rows

@@ -13,10 +13,6 @@ from meshctl.mesh import Mesh
 from meshctl.options import json_option, mesh_option
 
 
-def _price(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 class Unhealthy(MeshctlError):
     exit_code = 1
 
@@ -49,7 +45,7 @@ def command(timeout, as_json, mesh_dir) -> None:
             [*columns, *(["$/h"] if priced else []), "note"],
             [
                 [r.name, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
-                 *([_price(r.price_per_hour)] if priced else []), r.error]
+                 *([display.dollars(r.price_per_hour)] if priced else []), r.error]
                 for r in rows
             ],
         )  # fmt: skip

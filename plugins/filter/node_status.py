@@ -87,7 +87,8 @@ def node_status(probe, expect, sinfo=None):
     probe = probe or {}
     expect = expect or {}
     services = {_word(k, "?"): _word(v) for k, v in (probe.get("services") or {}).items()}
-    rows = slurm_rows(sinfo, **{k: expect[k] for k in ("ready_states", "state_flags") if k in expect})
+    slurm = {k: expect[k] for k in ("ready_states", "state_flags") if k in expect}
+    rows = slurm_rows(sinfo, **slurm)
     record = {
         "name": expect.get("name"),
         "services": services,
@@ -107,8 +108,7 @@ def node_status(probe, expect, sinfo=None):
     elif probe.get("mount") is not None:
         record["share"] = _word(probe.get("mount"))
     if probe.get("sinfo") is not None:  # the controller: everyone's row, for the nodes that did not answer
-        record["slurm_nodes"] = slurm_rows(probe["sinfo"], **{k: expect[k] for k in ("ready_states", "state_flags")
-                                                               if k in expect})  # fmt: skip
+        record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"], **slurm)
     record["problem"], record["detail"] = judge(record, expect)
     record["healthy"] = record["problem"] in HEALTHY_PROBLEMS
     return record
