@@ -63,6 +63,29 @@ def job_state(job: str) -> str:
     return on_head(f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
 
 
+def on_node(command: str) -> str:
+    done = subprocess.run(["docker", "exec", "power-n1", "bash", "-c", command], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    return (done.stdout + done.stderr).strip()
+
+
+def diagnosis(job: str | None = None) -> str:
+    """What the head and the node say, for a failed assertion: which daemon waited for what."""
+    parts = {
+        "job": on_head(f"scontrol show job {job}") if job else "",
+        "node n1": on_head("scontrol show node n1"),
+        "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
+        "slurmctld on n1": on_head("grep -i -e n1 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 40"),
+        "container": "running" if running("power-n1") else "stopped",
+    }
+    if running("power-n1"):
+        parts["slurmd.log"] = on_node("tail -n 30 /var/log/slurm/slurmd.log")
+        parts["journal"] = on_node("journalctl -b --no-pager -n 30 -u slurmd -u munge -u tailscaled")
+        parts["failed units"] = on_node("systemctl --failed --no-legend")
+        parts["slurmd uptime"] = on_node("nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime; cat /proc/uptime")
+    return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
+
+
 def wait_for(what, seconds: float, step: float = 2):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -153,21 +176,26 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     assert "meshctl_on" not in on_head("sinfo --noheader --Node --nodes=n1 --format=%P")  # only main: may stop
     # Idle for longer than idle_stop already: Slurm runs the head's program, which stops the instance.
     assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), (
-        node_state(), on_head("tail /var/log/slurm/meshctl-power.log"))  # fmt: skip
+        node_state(), diagnosis())  # fmt: skip
     assert ("PATCH", f"/v1/machines/{machine.id}/stop") in api.requests
     assert "suspend n1 (paperspace:" in on_head("cat /var/log/slurm/meshctl-power.log")
     assert running("power-head")  # the head is never stopped
     # A job for it: Slurm runs the program again, which starts the instance; slurmd registers by itself.
+    on_head("scontrol setdebug debug")  # "Still waiting for boot of node" and its like, for a diagnosis
     submitted = time.monotonic()
     job = on_head("sbatch --parsable -w n1 --wrap 'hostname'")
     assert job.isdigit(), job
     started = wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "COMPLETED") and time.monotonic(), 300, 1)
-    assert started, on_head(f"scontrol show job {job}") + on_head("tail /var/log/slurm/meshctl-power.log")
-    assert wait_for(lambda: job_state(job) == "COMPLETED", 120, 1), on_head(f"scontrol show job {job}")
+    if not started:
+        why = diagnosis(job)
+        on_head(f"scancel {job}")  # the next test starts from a stopped node
+        pytest.fail(f"the job never started on the resumed node:\n{why}")
+    on_head("scontrol setdebug info")
+    assert wait_for(lambda: job_state(job) == "COMPLETED", 120, 1), diagnosis(job)
     done = time.monotonic()
     assert ("PATCH", f"/v1/machines/{machine.id}/start") in api.requests and running("power-n1")
     # Idle again: stopped again within idle_stop and Slurm's next look (about a minute).
-    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), node_state()
+    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), diagnosis()
     stopped = time.monotonic()
     print(
         f"\nsbatch to RUNNING on a stopped node: {started - submitted:.0f} s (a container starts in about 1 s); "
@@ -177,12 +205,12 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
 
 def test_a_start_the_provider_refuses_leaves_the_node_down_with_its_reason(bed):
     _root, api, _machine, _env = bed
-    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), node_state()
+    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), diagnosis()
     api.backend.capacity = 0
     job = on_head("sbatch --parsable -w n1 --wrap 'hostname'")
     reason = wait_for(lambda: "capacity" in on_head("scontrol show node n1 | grep -o 'Reason=.*'"), 120, 3)
     shown = on_head("scontrol show node n1 | grep -o 'Reason=.*'")
-    assert reason, shown + on_head("tail /var/log/slurm/meshctl-power.log")
+    assert reason, shown + diagnosis(job)
     assert "meshctl: paperspace could not start it" in shown and "out of capacity" in shown
     assert "down" in node_state().lower() or "drain" in node_state().lower(), node_state()
     assert not running("power-n1")
