@@ -166,12 +166,16 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     settings = root / "lab" / "group_vars" / "all.yml"
-    settings.write_text(settings.read_text() + "slurm_suspend_timeout: 30\n")  # a container stops in seconds
+    # A container stops in seconds. The global SuspendTime an hour: only the node's own idle time
+    # (its partition's SuspendTime) can stop it within the minutes below.
+    settings.write_text(settings.read_text() + "slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
     applied = meshctl(root, "apply", "--limit", "n1", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     conf = on_head("cat /etc/slurm/slurm.conf")
-    assert f"SuspendTime={IDLE}" in conf and "SuspendExcParts=meshctl_on" in conf
-    assert "meshctl_idle" in on_head("scontrol show node n1 | grep -o 'AvailableFeatures=.*'")
+    assert "SuspendTime=3600" in conf and "SuspendExcParts=meshctl_on" in conf
+    assert f"PartitionName=meshctl_idle_{IDLE} Nodes=meshctl_idle_{IDLE} Hidden=YES State=INACTIVE " \
+           f"SuspendTime={IDLE}" in conf  # fmt: skip
+    assert f"meshctl_idle_{IDLE}" in on_head("scontrol show node n1 | grep -o 'AvailableFeatures=.*'")
     assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
     assert "meshctl_on" not in on_head("sinfo --noheader --Node --nodes=n1 --format=%P")  # only main: may stop
     # Idle for longer than idle_stop already: Slurm runs the head's program, which stops the instance.

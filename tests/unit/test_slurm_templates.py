@@ -359,27 +359,67 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
     ]  # the job user's own folder, no one else's
 
 
-def test_a_node_slurm_may_stop_registers_with_meshctl_idle_every_other_with_meshctl_on(render, mesh):
-    stoppable = slurmd_unit(render, mesh, "ps-a6000", "dynamic", slurm_power_feature="meshctl_idle")
+def test_a_node_slurm_may_stop_registers_with_its_idle_time_every_other_with_meshctl_on(render, mesh):
+    stoppable = slurmd_unit(render, mesh, "ps-a6000", "dynamic", slurm_power_feature="meshctl_idle_1800")
     kept = slurmd_unit(render, mesh, "desk", "dynamic")
-    assert "Feature=meshctl,gpu,meshctl_idle," in " ".join(stoppable)
+    assert "Feature=meshctl,gpu,meshctl_idle_1800," in " ".join(stoppable)
     assert "Feature=meshctl,meshctl_on,local" in " ".join(kept)
+
+
+def role_power_values(host: str, idle: dict[str, int]) -> dict:
+    """The role's own expressions (vars/main.yml, defaults/main.yml) for HOST, evaluated by Ansible."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role_vars = yaml.safe_load((TEMPLATES.parent / "vars" / "main.yml").read_text())
+    names = ("slurm_power_feature", "slurm_power_feature_prefix", "slurm_power_save", "slurm_idle_times")
+    variables = {
+        "mesh_power_plan": {"nodes": {name: {"idle_stop": s} for name, s in idle.items()}, "refused": {}},
+        "slurm_membership_used": "dynamic",
+        "inventory_hostname": host,
+        **{name: role_vars[name] for name in names},
+        "slurm_suspend_time": DEFAULTS["slurm_suspend_time"],
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    wanted = ("slurm_power_feature", "slurm_power_save", "slurm_idle_times", "slurm_suspend_time")
+    return {name: templar.template(trust_as_template(variables[name])) for name in wanted}
+
+
+def test_each_node_keeps_its_own_idle_time_and_none_is_stopped_sooner_than_it_asked():
+    idle = {"ps-a": 1800, "ps-b": 3600, "ps-c": 1800}
+    assert role_power_values("ps-a", idle)["slurm_power_feature"] == "meshctl_idle_1800"
+    assert role_power_values("ps-b", idle)["slurm_power_feature"] == "meshctl_idle_3600"
+    head = role_power_values("desk", idle)
+    assert head["slurm_power_feature"] == "meshctl_on"
+    assert head["slurm_idle_times"] == [1800, 3600]  # one partition per idle time, shortest first
+    assert head["slurm_suspend_time"] == 3600  # the global fallback: the longest asked for
+    assert role_power_values("desk", {})["slurm_power_save"] is False
+    assert role_power_values("desk", {})["slurm_suspend_time"] == -1
 
 
 def test_power_saving_names_the_heads_program_and_keeps_every_other_node_up(render, mesh):
     off = slurm_conf(render, mesh, ["ps-a6000"])
     assert not [line for line in off if line.startswith(("Suspend", "Resume"))]
-    on = slurm_conf(render, mesh, ["ps-a6000"], slurm_power_save=True, slurm_suspend_time=1800,
-                    slurm_suspend_timeout=120, slurm_resume_timeout=900,
+    assert not [line for line in off if "meshctl_idle" in line or "meshctl_on" in line]
+    on = slurm_conf(render, mesh, ["ps-a6000"], slurm_power_save=True, slurm_suspend_time=3600,
+                    slurm_suspend_timeout=120, slurm_resume_timeout=900, slurm_idle_times=[1800, 3600],
+                    slurm_power_feature_prefix="meshctl_idle_",
                     mesh_power_program="/usr/local/sbin/meshctl-power")  # fmt: skip
     assert [line for line in on if line.startswith(("Suspend", "Resume"))] == [
         "SuspendProgram=/usr/local/sbin/meshctl-power-suspend",
         "ResumeProgram=/usr/local/sbin/meshctl-power-resume",
         "ResumeFailProgram=/usr/local/sbin/meshctl-power-fail",
-        "SuspendTime=1800",
+        "SuspendTime=3600",
         "SuspendTimeout=120",
         "ResumeTimeout=900",
         "SuspendExcParts=meshctl_on",
     ]
     assert "NodeSet=meshctl_on Feature=meshctl_on" in on
     assert "PartitionName=meshctl_on Nodes=meshctl_on Hidden=YES State=INACTIVE" in on
+    # Each idle time its own hidden partition: Slurm gives a node its partitions' longest SuspendTime.
+    assert on[-4:] == [
+        "NodeSet=meshctl_idle_1800 Feature=meshctl_idle_1800",
+        "PartitionName=meshctl_idle_1800 Nodes=meshctl_idle_1800 Hidden=YES State=INACTIVE SuspendTime=1800",
+        "NodeSet=meshctl_idle_3600 Feature=meshctl_idle_3600",
+        "PartitionName=meshctl_idle_3600 Nodes=meshctl_idle_3600 Hidden=YES State=INACTIVE SuspendTime=3600",
+    ]
