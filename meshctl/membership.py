@@ -286,13 +286,14 @@ def unreachable_rows(result: runner.RunResult) -> dict[str, str]:
     return {host: said.get(host, "no answer") for host in result.unreachable}
 
 
-def raise_partial(mesh: Mesh, nodes: list[Node], result: runner.RunResult, done: str) -> None:
+def raise_partial(mesh: Mesh, nodes: list[Node], result: runner.RunResult, done: str, resting=()) -> None:
     """Exit 'partial' when only some nodes could not be reached; a real failure exits 5.
 
     A node whose SSH host key changed is named with both fingerprints and the command that
     accepts the new key: never trusted silently, never left to a hand edit of known_hosts.
+    Nodes in ``resting`` (stopped while idle, already said) are not counted.
     """
-    unreachable = unreachable_rows(result)
+    unreachable = {name: said for name, said in unreachable_rows(result).items() if name not in resting}
     todos = {}
     by_name = {n.name: n for n in nodes}
     for name, said in unreachable.items():
@@ -429,6 +430,12 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
     reached = [n for n in (targets or nodes) if result.succeeded(n.name)]
     head_lost = head_of(nodes).name in result.unreachable
     partial = not result.ok and not result.failed and bool(result.unreachable) and not head_lost
+    resting = {}
+    if partial:  # a node Slurm stopped while idle is meant to be off: skipped and said, not a failure
+        resting = resting_nodes(mesh, nodes, mesh_vars, result.unreachable)
+        for name, why in resting.items():
+            progress.note(f"{name}: {why}; not changed: a job for it (or `scontrol update nodename={name} "
+                          f"state=power_up` on the head) starts it, then `meshctl apply --limit {name}`")  # fmt: skip
     if not partial:
         runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
     if not check:
@@ -439,9 +446,33 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
                 node.state, changed = "active", True
         if changed:
             mesh.save(nodes, mesh_vars)
-    if partial:
-        raise_partial(mesh, nodes, result, f"converged {len(reached)} node(s)")
+    if partial and set(result.unreachable) - set(resting):
+        raise_partial(mesh, nodes, result, f"converged {len(reached)} node(s)", resting=resting)
     return result
+
+
+def resting_state(in_slurm: dict) -> str | None:
+    """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``, ``reason``),
+    or None: stopped by power saving while idle (``idle~``), or being started for a job (``#``).
+    A node Slurm took out (a reason, DOWN, DRAINED) is not resting."""
+    state = in_slurm.get("state") or ""
+    if in_slurm.get("reason") or state.rstrip("*~#!%$@^-+") in ("down", "drained", "draining", "fail", "absent"):
+        return None
+    if "~" in state:
+        return "stopped while idle (idle_stop)"
+    if "#" in state:
+        return "starting: a job asked for it"
+    return None
+
+
+def resting_nodes(mesh: Mesh, nodes: list[Node], mesh_vars: dict, names) -> dict[str, str]:
+    """Of the nodes ``names`` (SSH could not reach them), those Slurm stopped while idle or is
+    starting, with why: one read of the head's Slurm view (playbooks/status.yml on the head)."""
+    result = read_status(mesh, nodes, mesh_vars, STATUS_CONNECT_TIMEOUT, [head_of(nodes)])
+    controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
+    slurm_nodes = controller.get("slurm_nodes") or {}
+    resting = {name: resting_state(slurm_nodes.get(name) or {}) for name in names}
+    return {name: why for name, why in resting.items() if why}
 
 
 def head_of(nodes: list[Node]) -> Node:
@@ -534,10 +565,10 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     why = f"; Slurm's reason: {reason}" if reason else ""
     if is_head:
         row.error = f"the head cannot be reached ({said}): start it; every node waits for it"
-    elif "~" in row.slurm and state not in ("down", "drained", "fail") and not reason:
+    elif resting_state(in_slurm) and "~" in row.slurm:
         row.healthy = True
         row.error = "stopped while idle (idle_stop): a job for it starts it again"
-    elif "#" in row.slurm and not reason:
+    elif resting_state(in_slurm):
         row.healthy = True
         row.error = "starting: a job asked for it (Slurm waits up to ResumeTimeout)"
     elif row.slurm.endswith("*") or state in ("down", "absent", "unknown") or "~" in row.slurm:
@@ -548,6 +579,23 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
                      f"(Slurm notices within minutes), its link is slow (`meshctl status --timeout 5`), or its "
                      f"SSH is broken (a new host key: `meshctl forget-host-key {node.name}`)")  # fmt: skip
     return row
+
+
+def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None):
+    """playbooks/status.yml on ``targets`` (default: every node): one read per node, judged."""
+    quiet = runner.Progress(out=io.StringIO(), live=False)
+    return runner.run_playbook(
+        "status.yml",
+        mesh.run_inventory(nodes, mesh_vars),
+        mesh.path,
+        limit=None if targets is None else runner.limit_to(n.name for n in targets),
+        known_hosts=mesh.known_hosts,
+        progress=quiet,
+        vault_id=mesh_vars.get(vault.MESH_VAR),
+        mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
+        connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
+        stream=False,  # a second's run nobody watches: its events at the end
+    )
 
 
 def status(
@@ -562,18 +610,7 @@ def status(
     head = head_of(nodes)
     mesh_vars = mesh_vars or {}
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars)  # the providers' answer, while Ansible runs
-    quiet = runner.Progress(out=io.StringIO(), live=False)
-    result = runner.run_playbook(
-        "status.yml",
-        mesh.run_inventory(nodes, mesh_vars),
-        mesh.path,
-        known_hosts=mesh.known_hosts,
-        progress=quiet,
-        vault_id=mesh_vars.get(vault.MESH_VAR),
-        mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
-        connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
-        stream=False,  # a second's run nobody watches: its events at the end
-    )
+    result = read_status(mesh, nodes, mesh_vars, timeout)
     said = {f.host: f.message for f in result.failures}
     controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
     slurm_nodes = controller.get("slurm_nodes") or {}

@@ -2,11 +2,19 @@
 
 A small regression model trained on generated data: each rank draws its own shard, gradients are
 all-reduced every step (NCCL on GPUs, Gloo on CPUs, over the interface the mesh's TaskProlog
-put in NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME). Rank 0 logs the parameters, the loss of every
-step and the final checkpoint to MLflow (MLFLOW_TRACKING_URI; the tracking server keeps artifacts
-on the head's share). Every rank prints one JSON line at the end: its rank, the world size, a
-checksum of its final parameters (equal on all ranks when training was in step) and the
-interface variables it saw.
+put in NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME). Rank 0 logs the parameters and the loss of every
+step to MLflow (MLFLOW_TRACKING_URI; the tracking server keeps artifacts on the head's share).
+
+Training survives a lost node: every --checkpoint-every steps rank 0 saves the model, the
+optimizer and the step, to --checkpoint-dir (a folder every node sees: the share) or, without
+one, to the MLflow run's artifacts. When Slurm runs the job again (requeued after a node failed,
+or after a planned stop), rank 0 finds the job's MLflow run (tag slurm.job_id), continues it,
+loads the newest checkpoint and gives it to every rank: steps already logged are not logged
+again, so the run holds steps 1..N once each. A planned stop (ddp.sbatch's --signal=B:USR1)
+reaches the ranks as the file MESHCTL_STOP_FILE on their node: they checkpoint and leave.
+
+Every rank prints one JSON line at the end: its rank, the world size, a checksum of its final
+parameters (equal on all ranks when training was in step) and the interface variables it saw.
 """
 
 from __future__ import annotations
@@ -14,11 +22,15 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import io
 import json
 import os
+import re
 import socket
 import tempfile
 import time
+from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -26,6 +38,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 FEATURES = 16
+CHECKPOINTS = "checkpoints"  # the folder of the MLflow run's artifacts (or of --checkpoint-dir) they go to
+NAME = re.compile(r"^step-(\d{6})\.pt$")
+JOB_TAG = "slurm.job_id"
 
 
 def shard(rank: int, samples: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,50 +59,155 @@ def checksum(model: nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
+def newest(names) -> str | None:
+    """The newest checkpoint among file names (``step-000040.pt``), or None."""
+    steps = sorted((int(m.group(1)), name) for name in names if (m := NAME.match(os.path.basename(name))))
+    return steps[-1][1] if steps else None
+
+
+class FolderStore:
+    """Checkpoints in a folder every node sees (the share): DIR/<job>/step-NNNNNN.pt, written whole."""
+
+    def __init__(self, folder: str, job: str):
+        self.folder = Path(folder) / job
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def save(self, step: int, blob: bytes) -> str:
+        path = self.folder / f"step-{step:06d}.pt"
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(blob)
+        os.replace(partial, path)  # a node lost mid-write leaves no half checkpoint
+        return str(path)
+
+    def load(self) -> bytes | None:
+        name = newest(p.name for p in self.folder.iterdir())
+        return (self.folder / name).read_bytes() if name else None
+
+
+class RunStore:
+    """Checkpoints as artifacts of the MLflow run (a pod, or a mesh without a share everywhere)."""
+
+    def __init__(self, client, run_id: str):
+        self.client, self.run_id = client, run_id
+
+    def save(self, step: int, blob: bytes) -> str:
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, f"step-{step:06d}.pt")
+            Path(path).write_bytes(blob)
+            self.client.log_artifact(self.run_id, path, artifact_path=CHECKPOINTS)
+        return f"runs:/{self.run_id}/{CHECKPOINTS}/step-{step:06d}.pt"
+
+    def load(self) -> bytes | None:
+        name = newest(f.path for f in self.client.list_artifacts(self.run_id, CHECKPOINTS))
+        if not name:
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            return Path(self.client.download_artifacts(self.run_id, name, folder)).read_bytes()
+
+
+def open_run(mlflow, experiment: str, job: str):
+    """The job's MLflow run: the one an earlier attempt of this Slurm job started, or a new one."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    found = mlflow.set_experiment(experiment)
+    earlier = client.search_runs(
+        [found.experiment_id], filter_string=f"tags.`{JOB_TAG}` = '{job}'", max_results=1,
+        order_by=["attributes.start_time ASC"],
+    )  # fmt: skip
+    if earlier:
+        return client, mlflow.start_run(run_id=earlier[0].info.run_id), True
+    return client, mlflow.start_run(run_name=f"slurm-{job}", tags={JOB_TAG: job}), False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (0: none)")
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("MESHCTL_CHECKPOINT_DIR", ""),
+                        help="a folder every node sees (the share); default: the MLflow run's artifacts")  # fmt: skip
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (to watch a run)")
     # One experiment per user: MLflow gives an account nothing on experiments others made.
     parser.add_argument("--experiment", default=f"meshctl-ddp-{getpass.getuser()}")
     args = parser.parse_args()
 
     use_cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if use_cuda else "gloo")
+    # A peer that vanished fails a collective within a minute instead of Gloo's half hour.
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=90))
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
+    job = os.environ.get("SLURM_JOB_ID", "local")
+    stop_file = os.environ.get("MESHCTL_STOP_FILE", "")
 
     torch.manual_seed(args.seed)  # the same initial parameters on every rank
     model = nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
-    x, y = shard(rank, args.batch * args.steps, args.seed)
-    x, y = x.to(device), y.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     parameters = sum(p.numel() for p in model.parameters())
 
-    run = None
+    run = client = store = None
+    logged: set[int] = set()
     tracking = rank == 0 and bool(os.environ.get("MLFLOW_TRACKING_URI"))
     if rank == 0 and not tracking:
         print("MLFLOW_TRACKING_URI is not set: nothing is logged to MLflow", flush=True)
     if tracking:
         import mlflow
 
-        mlflow.set_experiment(args.experiment)
-        run = mlflow.start_run(run_name=f"slurm-{os.environ.get('SLURM_JOB_ID', 'local')}")
-        mlflow.log_params({
-            "world_size": world, "backend": dist.get_backend(), "steps": args.steps, "batch_per_rank": args.batch,
-            "lr": args.lr, "parameters": parameters, "allreduce_bytes_per_step": parameters * 4,
-        })  # fmt: skip
+        client, run, resumed = open_run(mlflow, args.experiment, job)
+        if resumed:
+            logged = {m.step for m in client.get_metric_history(run.info.run_id, "loss")}
+        else:
+            mlflow.log_params({
+                "world_size": world, "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr,
+                "parameters": parameters, "allreduce_bytes_per_step": parameters * 4, "backend": dist.get_backend(),
+                "checkpoint_every": args.checkpoint_every,
+            })  # fmt: skip
+    if rank == 0 and args.checkpoint_every:
+        if args.checkpoint_dir:
+            store = FolderStore(args.checkpoint_dir, job)
+        elif run is not None:
+            store = RunStore(client, run.info.run_id)
 
-    start = time.monotonic()
+    # Rank 0 reads the newest checkpoint and gives it to every rank: all continue from its step.
+    state = [None]
+    if rank == 0 and store is not None:
+        state = [store.load()]
+    dist.broadcast_object_list(state, src=0)
+    start = 0
+    if state[0] is not None:
+        saved = torch.load(io.BytesIO(state[0]), map_location=device)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        start = saved["step"]
+        if rank == 0:
+            print(f"resumed from the checkpoint of step {start} (attempt {os.environ.get('SLURM_RESTART_COUNT', 0)},"
+                  f" world size {world}, was {saved['world_size']})", flush=True)  # fmt: skip
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+    x, y = shard(rank, args.batch * args.steps, args.seed)
+    x, y = x.to(device), y.to(device)
+    if tracking:
+        mlflow.log_metric("world_size", world, step=start + 1)  # the size of this attempt, from its first step
+
+    def checkpoint(step: int) -> None:
+        if store is None:
+            return
+        blob = io.BytesIO()
+        torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "world_size": world, "run_id": run.info.run_id if run else None}, blob)  # fmt: skip
+        where = store.save(step, blob.getvalue())
+        print(f"checkpoint of step {step}: {where}", flush=True)
+
+    began = time.monotonic()
     loss_value = float("nan")
-    for step in range(args.steps):
-        batch = slice(step * args.batch, (step + 1) * args.batch)
+    stopped = False
+    step = start
+    for step in range(start + 1, args.steps + 1):  # steps 1..N
+        batch = slice((step - 1) * args.batch, step * args.batch)
         optimizer.zero_grad()
         loss = nn.functional.mse_loss(ddp(x[batch]), y[batch])
         loss.backward()  # DDP all-reduces the gradients here
@@ -95,25 +215,41 @@ def main() -> None:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         loss_value = mean.item() / world
-        if tracking:
+        if tracking and step not in logged:  # a step an earlier attempt logged is not logged twice
             mlflow.log_metric("loss", loss_value, step=step)
-    seconds = time.monotonic() - start
+        due = args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.steps
+        if rank == 0 and due:
+            checkpoint(step)
+        if stop_file:  # a planned stop asked on any node stops every rank at the same step
+            asked = torch.tensor([1 if os.path.exists(stop_file) else 0], device=device)
+            dist.all_reduce(asked, op=dist.ReduceOp.MAX)
+            if asked.item() and step < args.steps:
+                if rank == 0 and not due:
+                    checkpoint(step)
+                stopped = True
+                break
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
+    seconds = time.monotonic() - began
 
-    if tracking:
+    if tracking and not stopped:
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "model.pt")
             torch.save(model.state_dict(), path)
             mlflow.log_artifact(path, artifact_path="checkpoint")
         mlflow.log_metric("train_seconds", seconds)
         mlflow.end_run()
+    if stopped and local_rank == 0:
+        Path(stop_file + ".done").write_text(f"{step}\n")  # ddp.sbatch: stopped as planned, run it again
     print(json.dumps({
         "rank": rank, "world_size": world, "host": socket.gethostname(), "backend": dist.get_backend(),
-        "checksum": checksum(model), "final_loss": round(loss_value, 6), "steps": args.steps,
-        "allreduce_bytes_per_step": parameters * 4, "train_seconds": round(seconds, 2),
+        "checksum": checksum(model), "final_loss": round(loss_value, 6), "steps": step, "resumed_from": start,
+        "stopped": stopped, "allreduce_bytes_per_step": parameters * 4, "train_seconds": round(seconds, 2),
         "run_id": run.info.run_id if run else None,
         "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME"),
         "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
     }), flush=True)  # fmt: skip
+    dist.barrier()  # every rank is done with the store before any leaves (no c10d errors at the end)
     dist.destroy_process_group()
 
 

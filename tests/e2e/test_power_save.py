@@ -184,6 +184,11 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     assert ("PATCH", f"/v1/machines/{machine.id}/stop") in api.requests
     assert "suspend n1 (paperspace:" in on_head("cat /var/log/slurm/meshctl-power.log")
     assert running("power-head")  # the head is never stopped
+    # A change to the mesh while it rests: the others converge, it is skipped and named (exit 0).
+    applied = meshctl(root, "apply", env=env)
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+    assert "n1: stopped while idle (idle_stop); not changed" in applied.stdout, applied.stdout[-3000:]
+    assert node_state().endswith("~") and not running("power-n1")
     # A job for it: Slurm runs the program again, which starts the instance; slurmd registers by itself.
     on_head("scontrol setdebug debug")  # "Still waiting for boot of node" and its like, for a diagnosis
     submitted = time.monotonic()

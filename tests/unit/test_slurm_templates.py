@@ -113,6 +113,10 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_proctrack": "proctrack/cgroup",
         "slurm_task": "task/cgroup,task/affinity",
         "slurm_return_to_service": 2,
+        "slurm_requeue_exit": DEFAULTS["slurm_requeue_exit"],
+        "slurm_slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
+        "slurm_health_program": DEFAULTS["slurm_health_program"],
+        "slurm_health_check_interval": DEFAULTS["slurm_health_check_interval"],
         "slurm_config_extra": {},
         "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
         "slurm_accounting": DEFAULTS["slurm_accounting"],
@@ -153,6 +157,14 @@ def test_static_membership_includes_the_node_lines(render, mesh):
     lines = slurm_conf(render, mesh, ["ps-a6000"], membership="static")
     assert lines[-1] == "Include /etc/slurm/nodes.conf"
     assert not any(line.startswith(("NodeSet", "MaxNodeCount")) for line in lines)
+
+
+def test_a_job_whose_node_fails_is_requeued_and_a_script_may_ask_to_run_again(render, mesh):
+    lines = slurm_conf(render, mesh, [])
+    assert "JobRequeue=1" in lines and "RequeueExit=85" in lines and "SlurmdTimeout=120" in lines
+    assert "HealthCheckProgram=/usr/local/libexec/meshctl/node-health" in lines and "HealthCheckNodeState=ANY" in lines
+    ddp = (TEMPLATES.parents[2] / "examples" / "ddp" / "ddp.sbatch").read_text()
+    assert "awk '/^RequeueExit / " in ddp and "#SBATCH --requeue" in ddp  # the example reads the mesh's code
 
 
 def test_gres_types_always(render, mesh):

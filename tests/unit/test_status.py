@@ -78,6 +78,10 @@ class FakeStatus(list):
         self.append({"playbook": playbook, "inventory": inventory, **kw})
         failures = [runner.Failure(h, "Read the node's services", "ssh: connect to host: Connection timed out")
                     for h in self.unreachable]  # fmt: skip
+        if playbook == "site.yml":  # apply: every node reached converges, the others are unreachable
+            stats = {h: {"ok": 9} for h in inventory["all"]["hosts"]}
+            stats |= {h: {"unreachable": 1} for h in self.unreachable}
+            return runner.RunResult("failed" if failures else "successful", 4 if failures else 0, failures, stats)
         stats = {h: {"ok": 3} for h in self.reads} | {h: {"unreachable": 1} for h in self.unreachable}
         hostvars = inventory["all"]["hosts"]
         groups = {g: set(body["hosts"]) for g, body in inventory["all"]["children"].items()}
@@ -404,3 +408,34 @@ def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
     by = {r.name: r for r in rows}
     assert healthy and by["gpu1"].healthy and "stopped while idle (idle_stop)" in by["gpu1"].error
     assert by["cpu1"].healthy and "starting: a job asked for it" in by["cpu1"].error
+
+
+def test_apply_skips_a_node_stopped_while_idle_and_says_so(mesh, fake):
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|"))}
+    fake.unreachable = ["gpu1"]
+    said = io.StringIO()
+    progress = runner.Progress(out=said, live=False)
+    result = membership.apply(mesh, *mesh.load(), progress)  # no PartialError: gpu1 is meant to be off
+    assert [call["playbook"] for call in fake] == ["site.yml", "status.yml"]
+    assert set(fake[1]["limit"].split(",")) - {"localhost"} == {"head"}  # the head's Slurm view, no node
+    assert "gpu1: stopped while idle (idle_stop); not changed" in said.getvalue()
+    assert "`meshctl apply --limit gpu1`" in said.getvalue() and result.unreachable == ["gpu1"]
+
+
+def test_apply_still_names_a_node_that_is_off_without_slurm_having_stopped_it(mesh, fake):
+    reason = "idle~|(null)|meshctl: paperspace could not start it: out of capacity"
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="down*|(null)|Not responding",
+                                                                        cpu1=reason))}  # fmt: skip
+    fake.unreachable = ["gpu1", "cpu1"]
+    with pytest.raises(membership.PartialError) as caught:
+        membership.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
+    assert set(caught.value.unreachable) == {"gpu1", "cpu1"}  # down, or stopped with a reason: not resting
+
+
+def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
+    assert membership.resting_state({"state": "idle~"}) == "stopped while idle (idle_stop)"
+    assert membership.resting_state({"state": "idle#"}) == "starting: a job asked for it"
+    assert membership.resting_state({"state": "alloc#"}) == "starting: a job asked for it"
+    for off in ({"state": "down~"}, {"state": "idle~", "reason": "meshctl: paperspace could not start it"},
+                {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"}):  # fmt: skip
+        assert membership.resting_state(off) is None, off

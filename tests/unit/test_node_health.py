@@ -1,0 +1,96 @@
+"""The node health check (roles/slurm/templates/node_health.sh.j2) run for real, with sinfo,
+scontrol, munge and unmunge replaced by recorders on PATH: what it decides, and what it tells Slurm."""
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import jinja2
+import pytest
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
+
+
+def quote(value):  # Ansible's `quote` filter (shlex.quote)
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def program(tmp_path: Path, gpus: int, min_free_mb: int = 1) -> Path:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: "\n".join(f"# {line}" for line in text.splitlines())
+    env.filters["quote"] = quote
+    text = env.get_template("node_health.sh.j2").render(
+        ansible_managed="Ansible managed", inventory_hostname="gpu1", slurm_controller="head", mesh_pod=False,
+        mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path="/mnt/x",
+        slurm_health_max_clock_skew=120, slurm_health_min_free_mb=min_free_mb, slurm_spool_dir=str(tmp_path),
+    )  # fmt: skip
+    path = tmp_path / "node-health"
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def stubs(tmp_path: Path, state: str, reason: str, munge_ok: bool = True) -> Path:
+    """sinfo answering STATE and REASON; scontrol recording its arguments; munge working or not."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    scripts = {
+        "sinfo": f'case "$*" in *%E*) echo {quote(reason)} ;; *%T*) echo {quote(state)} ;; esac',
+        "scontrol": f'printf "%s\\n" "$*" >> {tmp_path}/scontrol.log',
+        "munge": "echo credential" if munge_ok else "exit 1",
+        "unmunge": "cat >/dev/null",
+    }
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(stat.S_IRWXU)
+    return folder
+
+
+def run(tmp_path, gpus, state="idle", reason="none", munge_ok=True, min_free_mb=1):
+    if any(Path("/dev").glob("nvidia[0-9]*")):
+        pytest.skip("this machine has NVIDIA devices: the GPU count would not be the test's")
+    path = f"{stubs(tmp_path, state, reason, munge_ok)}:{os.environ['PATH']}"
+    done = subprocess.run([str(program(tmp_path, gpus, min_free_mb))], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PATH": path})  # fmt: skip
+    log = tmp_path / "scontrol.log"
+    return done, log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_healthy_node_is_left_alone(tmp_path):
+    done, told = run(tmp_path, gpus=0)
+    assert done.returncode == 0 and told == [] and done.stderr == ""
+
+
+def test_a_lost_gpu_drains_the_node_with_the_reason(tmp_path):
+    done, told = run(tmp_path, gpus=2)  # this machine has no /dev/nvidia*: 0 of 2 seen
+    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
+    assert "GPUs seen 0 of 2" in done.stderr and done.returncode == 0
+
+
+def test_every_problem_is_named_in_one_reason(tmp_path):
+    _done, told = run(tmp_path, gpus=1, munge_ok=False, min_free_mb=10**9)
+    assert len(told) == 1 and told[0].startswith("update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0")
+    assert "munge does not work" in told[0] and "MB free on /" in told[0]
+
+
+def test_the_same_reason_is_not_said_again(tmp_path):
+    _done, told = run(tmp_path, gpus=2, state="drained", reason="meshctl health: GPUs seen 0 of 2")
+    assert told == []  # a new reason would restamp the node every interval
+
+
+def test_a_node_it_drained_is_resumed_once_healthy(tmp_path):
+    _done, told = run(tmp_path, gpus=0, state="drained", reason="meshctl health: GPUs seen 1 of 2")
+    assert told == ["update nodename=gpu1 state=resume"]
+
+
+OTHERS = [("drained", "disk replaced [admin@2026-11-24T10:00]"), ("down*", "Not responding"), ("idle~", "none"),
+          ("idle#", "none")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("state", "reason"), OTHERS)
+@pytest.mark.parametrize("gpus", [2, 0])  # failing, then passing, the checks
+def test_a_node_taken_out_by_someone_else_is_left_to_them(tmp_path, state, reason, gpus):
+    assert run(tmp_path, gpus=gpus, state=state, reason=reason)[1] == []  # neither drained over it nor resumed
