@@ -29,6 +29,7 @@ COMMANDS = {
     "machines": "machines",
     "launch": "launch",
     "usage": "usage",
+    "doctor": "doctor",
 }
 
 

@@ -122,6 +122,8 @@ print("checkpoint", checkpoint, "present" if os.path.exists(checkpoint) else "MI
 complete = run["info"]["status"] == "FINISHED" and len(losses) == 60 and os.path.exists(checkpoint)
 raise SystemExit(0 if complete else "demo: FAILED: the MLflow run is incomplete")
 PY
+echo "==> meshctl doctor: every link between two nodes (iperf3), and an all-reduce across them"
+meshctl doctor
 echo
 echo "The demo mesh is in $MESH. Try: MESHCTL_MESH=$MESH .venv/bin/meshctl status"
 echo "SSH to the head: ssh -i $KEY root@$HEAD   (make demo-down removes the containers)"

@@ -61,6 +61,29 @@ def _version(address):
         return None
 
 
+def tailscale_peer_path(text, address):
+    """How this node reaches the peer with tailnet ``address``, from its `tailscale status --json`:
+    ``direct`` (a peer-to-peer UDP path: ``CurAddr`` set), ``relayed (DERP <region>)`` (through
+    Tailscale's relay: ``Relay``), ``idle`` (no traffic yet, so no path chosen), or ``not a peer``;
+    prefixed ``userspace, `` when tailscaled runs without TUN (every packet through a proxy)."""
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return "unknown (tailscale status unreadable)"
+    if not isinstance(data, dict):
+        return "unknown (tailscale status unreadable)"
+    prefix = "userspace, " if data.get("TUN") is False else ""
+    for peer in (data.get("Peer") or {}).values():
+        if not isinstance(peer, dict) or address not in (peer.get("TailscaleIPs") or []):
+            continue
+        if peer.get("CurAddr"):
+            return prefix + "direct"
+        if peer.get("Relay"):
+            return prefix + f"relayed (DERP {str(peer['Relay'])[:16]})"
+        return prefix + "idle"
+    return prefix + "not a peer"
+
+
 def tailscale_ip4(text):
     """The address `tailscale ip -4` printed, checked to lie in 100.64.0.0/10; None otherwise."""
     for line in (text or "").splitlines():
@@ -120,6 +143,7 @@ class FilterModule:
         return {
             "tailscale_status": tailscale_status,
             "tailscale_ip4": tailscale_ip4,
+            "tailscale_peer_path": tailscale_peer_path,
             "tailscale_join_action": tailscale_join_action,
             "auth_key_kind": auth_key_kind,
         }

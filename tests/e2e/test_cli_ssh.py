@@ -210,6 +210,21 @@ def test_status_is_healthy(bed):
     assert f'"tailnet": "Running {N1}' in result.stdout
 
 
+def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
+    result = bed.meshctl("doctor", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    out = json.loads(result.stdout)
+    (link,) = out["links"]  # ctl and n1: one pair, measured once
+    assert (link["source"], link["target"], link["error"]) == ("ctl", "n1", ""), link
+    assert link["mbps"] > 1 and link["rtt_ms"] is not None and link["path"], link  # the stand-in tailnet
+    # No PyTorch in this bed's job environment (job_env_torch ''): said, not a failure.
+    assert out["allreduce"]["error"].startswith("no PyTorch"), out["allreduce"]
+    assert out["problems"] == {}
+    assert bed.on_head("pgrep -x iperf3 || true").strip() == ""  # nothing left running
+    table = bed.meshctl("doctor")
+    assert table.returncode == 0 and "Links (iperf3" in table.stdout and "all-reduce: no PyTorch" in table.stdout
+
+
 def test_rotate_authkey_moves_every_node_to_the_new_key(bed):
     key_file = bed.root / "key-b"
     key_file.write_text(KEY_B + "\n")

@@ -1,0 +1,92 @@
+"""meshctl doctor: iperf3's output read on the node (module mesh_netprobe), the tailnet path of a
+link, and what meshctl accepts of the nodes' reports (meshctl/doctor.py)."""
+
+import json
+
+import pytest
+
+from meshctl import doctor, resources
+from tests.conftest import fixture_text
+
+NAMES = {"head", "gpu1", "cpu1"}
+
+
+@pytest.fixture
+def probe():
+    return resources.plugin("modules.mesh_netprobe")
+
+
+def test_a_measured_link_gives_throughput_and_round_trip(probe):
+    result = probe.iperf_result(fixture_text("iperf3/client-loopback-3.12.txt"))
+    assert result["error"] == "" and result["mean_rtt_us"] == 64
+    assert round(result["bits_per_second"]) == 21818929817  # end.sum_received: what arrived
+
+
+def test_a_refused_connection_is_said_in_iperf3s_words(probe):
+    result = probe.iperf_result(fixture_text("iperf3/client-refused-3.12.txt"))
+    assert result == {"bits_per_second": None, "mean_rtt_us": None,
+                      "error": "unable to connect to server: Connection refused"}  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["", "iperf3: error - unable to connect", "[1, 2]", '{"end": {}}'])
+def test_output_that_is_not_a_measurement_is_an_error_not_a_number(probe, text):
+    result = probe.iperf_result(text)
+    assert result["bits_per_second"] is None and result["error"]
+
+
+def status(peers, tun=True):
+    """`tailscale status --json` in its documented shape (ipnstate.Status: TUN, Peer's TailscaleIPs, CurAddr, Relay)."""
+    peer = {f"nodekey:{i}": {"HostName": f"n{i}", "TailscaleIPs": [ip, "fd7a::1"], "CurAddr": cur, "Relay": relay}
+            for i, (ip, cur, relay) in enumerate(peers)}  # fmt: skip
+    return json.dumps({"BackendState": "Running", "TUN": tun, "Peer": peer,
+                       "Self": {"HostName": "head", "TailscaleIPs": ["100.64.0.1"]}})  # fmt: skip
+
+
+def test_the_path_of_a_link_is_direct_relayed_or_idle_and_says_userspace():
+    path = resources.plugin("filter.tailscale_status").tailscale_peer_path
+    text = status([("100.64.0.2", "203.0.113.7:41641", "fra"), ("100.64.0.3", "", "nue"), ("100.64.0.4", "", "")])
+    assert path(text, "100.64.0.2") == "direct"
+    assert path(text, "100.64.0.3") == "relayed (DERP nue)"
+    assert path(text, "100.64.0.4") == "idle"
+    assert path(text, "100.64.0.9") == "not a peer"
+    assert path(status([("100.64.0.2", "203.0.113.7:41641", "fra")], tun=False), "100.64.0.2") == "userspace, direct"
+    assert path("tailscaled is not running", "100.64.0.2").startswith("unknown")
+
+
+def test_links_are_checked_before_they_are_shown():
+    report = {"links": [
+        {"name": "gpu1", "address": "100.64.0.2", "bits_per_second": 9.4e8, "mean_rtt_us": 1800, "error": ""},
+        {"name": "cpu1", "address": "100.64.0.3", "bits_per_second": None, "mean_rtt_us": None,
+         "error": "unable to connect to server: Connection refused"},
+        {"name": "attacker", "address": "1.2.3.4", "bits_per_second": 1.0},  # no node of the mesh
+        {"name": "head", "address": "100.64.0.1", "bits_per_second": 1.0},  # itself
+        {"name": "cpu1", "bits_per_second": "fast", "mean_rtt_us": float("nan"), "error": "\x1b[31mred\x1b[0m"},
+    ], "tailscale": None}  # fmt: skip
+    links, refused = doctor.links_of("head", report, NAMES, on_tailnet=False)
+    assert [(k.target, k.mbps, k.rtt_ms, k.path) for k in links] == [
+        ("gpu1", 940.0, 1.8, "lan"), ("cpu1", None, None, "lan"), ("cpu1", None, None, "lan")]  # fmt: skip
+    assert links[1].error == "unable to connect to server: Connection refused"
+    assert "\x1b" not in links[2].error  # no control character reaches the terminal
+    assert refused == "a link to no node of the mesh"
+    assert doctor.links_of("head", {"links": "nope"}, NAMES, False) == ([], "no list of links")
+
+
+def test_the_tailnet_path_comes_from_the_measuring_nodes_status():
+    report = {"links": [{"name": "gpu1", "address": "100.64.0.2", "bits_per_second": 1e8, "mean_rtt_us": 900}],
+              "tailscale": status([("100.64.0.2", "", "fra")])}  # fmt: skip
+    (link,), _ = doctor.links_of("head", report, NAMES, on_tailnet=True)
+    assert link.path == "relayed (DERP fra)" and link.mbps == 100.0 and link.rtt_ms == 0.9
+
+
+def test_the_allreduce_report_is_checked():
+    line = json.dumps({"world_size": 3, "backend": "gloo", "results": [
+        {"megabytes": 1, "seconds": 0.012, "algbw_gbps": 0.699, "busbw_gbps": 0.932},
+        {"megabytes": 16, "seconds": "slow", "algbw_gbps": 1, "busbw_gbps": 1}]})  # fmt: skip
+    result = doctor.allreduce_of({"allreduce": {"rc": 0, "result": line, "error": ""}})
+    assert result.world_size == 3 and result.error == "" and len(result.results) == 1  # the malformed row dropped
+    assert result.results[0]["busbw_gbps"] == 0.932
+    no_torch = json.dumps({"error": "no PyTorch in the job environment (job_env_torch)"})
+    assert doctor.allreduce_of({"allreduce": {"rc": 0, "result": no_torch}}).error.startswith("no PyTorch")
+    failed = doctor.allreduce_of({"allreduce": {"rc": 1, "result": None, "error": "srun: error: Unable to allocate"}})
+    assert failed.error == "srun failed: srun: error: Unable to allocate"
+    assert doctor.allreduce_of(None).error.startswith("not run")
