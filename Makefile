@@ -46,10 +46,8 @@ lint: venv collection-link
 unit: venv
 	@$(T) pytest pytest -q -m "not e2e"
 
-# Two test files at a time (each its own containers and network): much of an end-to-end test is
-# waiting for daemons and timers (power saving idles for minutes), not CPU.
 e2e: images collection-link
-	@$(T) e2e pytest -q -m e2e -n 2 --dist loadfile
+	@$(T) e2e pytest -q -m e2e
 
 molecule: images collection-link
 	@$(T) molecule molecule test --all

@@ -75,8 +75,9 @@ def allreduce_of(report: dict | None) -> AllReduce:
     raw = (report or {}).get("allreduce")
     if not isinstance(raw, dict):
         return AllReduce(error="not run (the head could not be reached)")
-    line = raw.get("result")
-    if not isinstance(line, str) or not line.strip():
+    lines = raw.get("lines") if isinstance(raw.get("lines"), list) else []
+    line = next((str(x) for x in lines if str(x).startswith("{")), "")  # rank 0's one JSON line
+    if not line:
         said = _text(raw.get("error")).strip() or f"srun exited {raw.get('rc')}"
         return AllReduce(error=f"srun failed: {said}")
     try:

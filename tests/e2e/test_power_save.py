@@ -10,8 +10,11 @@ and the meshctl-node:bookworm image.
 
 A started VM has booted: Slurm waits for a resumed node's boot time to be after the start it asked
 for ("Still waiting for boot of node"). A container shares the host's kernel and its uptime, so
-the test bed gives the node's slurmd its own boot clock (a time namespace whose boot time is the
-container's start: `unshare --time --boottime`, which needs CAP_SYS_TIME in that container only).
+the test bed gives the node's slurmd its own boot clock (a time namespace whose boot time is
+slurmd's start: `unshare --time --boottime`, which needs CAP_SYS_TIME in that container only),
+3 seconds after the container starts: Slurm compares whole seconds (its request's time against
+now minus the uptime slurmd reports), and a machine "booted" within the second it was asked for
+can look booted before it, which a VM never does (that left the job waiting, on CI and here).
 That is the VM's boot, emulated; nothing of meshctl's is changed.
 """
 
@@ -139,8 +142,8 @@ FRESH_BOOT = r"""set -e
 mkdir -p /usr/local/libexec/real
 [ -e /usr/local/libexec/real/slurmd ] || mv /usr/sbin/slurmd /usr/local/libexec/real/slurmd
 clock='--boottime=-$(cut -d. -f1 /proc/uptime)'
-printf '%s\n' '#!/bin/sh' "exec unshare --time --fork --kill-child=TERM $clock /usr/local/libexec/real/slurmd \"\$@\"" \
-  > /usr/sbin/slurmd
+printf '%s\n' '#!/bin/sh' 'sleep 3' \
+  "exec unshare --time --fork --kill-child=TERM $clock /usr/local/libexec/real/slurmd \"\$@\"" > /usr/sbin/slurmd
 chmod 755 /usr/sbin/slurmd
 systemctl restart slurmd
 """
@@ -153,7 +156,7 @@ def emulate_boot_clock() -> None:
     if probe.returncode != 0:  # a kernel before 5.6 has no time namespaces: a resumed node never looks booted
         pytest.skip(f"this kernel cannot give a container a boot clock of its own: {probe.stderr.strip()}")
     subprocess.run(["docker", "exec", "-i", "power-n1", "bash"], input=FRESH_BOOT, text=True, check=True)
-    probe = "sleep 1; nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime"
+    probe = "sleep 5; nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime"  # after the wrapper's 3 s
     uptime = subprocess.run(["docker", "exec", "power-n1", "bash", "-c", probe], capture_output=True, text=True,
                             check=False).stdout.split()  # fmt: skip
     assert uptime and float(uptime[0]) < 60, uptime

@@ -82,11 +82,11 @@ def test_the_allreduce_report_is_checked():
     line = json.dumps({"world_size": 3, "backend": "gloo", "results": [
         {"megabytes": 1, "seconds": 0.012, "algbw_gbps": 0.699, "busbw_gbps": 0.932},
         {"megabytes": 16, "seconds": "slow", "algbw_gbps": 1, "busbw_gbps": 1}]})  # fmt: skip
-    result = doctor.allreduce_of({"allreduce": {"rc": 0, "result": line, "error": ""}})
+    result = doctor.allreduce_of({"allreduce": {"rc": 0, "lines": ["warming up", line], "error": ""}})
     assert result.world_size == 3 and result.error == "" and len(result.results) == 1  # the malformed row dropped
     assert result.results[0]["busbw_gbps"] == 0.932
     no_torch = json.dumps({"error": "no PyTorch in the job environment (job_env_torch)"})
-    assert doctor.allreduce_of({"allreduce": {"rc": 0, "result": no_torch}}).error.startswith("no PyTorch")
-    failed = doctor.allreduce_of({"allreduce": {"rc": 1, "result": None, "error": "srun: error: Unable to allocate"}})
+    assert doctor.allreduce_of({"allreduce": {"rc": 0, "lines": [no_torch]}}).error.startswith("no PyTorch")
+    failed = doctor.allreduce_of({"allreduce": {"rc": 1, "lines": [], "error": "srun: error: Unable to allocate"}})
     assert failed.error == "srun failed: srun: error: Unable to allocate"
     assert doctor.allreduce_of(None).error.startswith("not run")

@@ -18,7 +18,7 @@ def quote(value):  # Ansible's `quote` filter (shlex.quote)
     return shlex.quote(str(value))
 
 
-def program(tmp_path: Path, gpus: int, min_free_mb: int = 1) -> Path:
+def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined)
     env.filters["comment"] = lambda text: "\n".join(f"# {line}" for line in text.splitlines())
     env.filters["quote"] = quote
@@ -26,6 +26,7 @@ def program(tmp_path: Path, gpus: int, min_free_mb: int = 1) -> Path:
         ansible_managed="Ansible managed", inventory_hostname="gpu1", slurm_controller="head", mesh_pod=False,
         mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path="/mnt/x",
         slurm_health_max_clock_skew=120, slurm_health_min_free_mb=min_free_mb, slurm_spool_dir=str(tmp_path),
+        **({"tailscale_outbound_wrapper": wrapper} if wrapper else {}),
     )  # fmt: skip
     path = tmp_path / "node-health"
     path.write_text(text)
@@ -49,11 +50,12 @@ def stubs(tmp_path: Path, state: str, reason: str, munge_ok: bool = True) -> Pat
     return folder
 
 
-def run(tmp_path, gpus, state="idle", reason="none", munge_ok=True, min_free_mb=1):
+def run(tmp_path, gpus, state="idle", reason="none", munge_ok=True, min_free_mb=1, wrapper=None):
     if any(Path("/dev").glob("nvidia[0-9]*")):
         pytest.skip("this machine has NVIDIA devices: the GPU count would not be the test's")
     path = f"{stubs(tmp_path, state, reason, munge_ok)}:{os.environ['PATH']}"
-    done = subprocess.run([str(program(tmp_path, gpus, min_free_mb))], capture_output=True, text=True, check=False,
+    done = subprocess.run([str(program(tmp_path, gpus, min_free_mb, wrapper))], capture_output=True, text=True,
+                          check=False,
                           env={**os.environ, "PATH": path})  # fmt: skip
     log = tmp_path / "scontrol.log"
     return done, log.read_text().splitlines() if log.exists() else []
@@ -94,3 +96,13 @@ OTHERS = [("drained", "disk replaced [admin@2026-11-24T10:00]"), ("down*", "Not 
 @pytest.mark.parametrize("gpus", [2, 0])  # failing, then passing, the checks
 def test_a_node_taken_out_by_someone_else_is_left_to_them(tmp_path, state, reason, gpus):
     assert run(tmp_path, gpus=gpus, state=state, reason=reason)[1] == []  # neither drained over it nor resumed
+
+
+def test_on_a_node_without_tun_slurm_is_asked_through_tailscaleds_proxy(tmp_path):
+    """slurmd gives the program a bare environment: the wrapper slurmd itself runs under is named."""
+    wrap = tmp_path / "proxychains4"
+    wrap.write_text(f'#!/bin/sh\nshift 3\nprintf "%s\\n" "$1" >> {tmp_path}/through-proxy.log\nexec "$@"\n')
+    wrap.chmod(0o755)
+    _done, told = run(tmp_path, gpus=2, wrapper=[str(wrap), "-q", "-f", "/etc/proxychains4.conf"])
+    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
+    assert (tmp_path / "through-proxy.log").read_text().split() == ["sinfo", "sinfo", "scontrol"]
