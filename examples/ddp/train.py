@@ -239,6 +239,8 @@ def main() -> None:
             mlflow.log_artifact(path, artifact_path="checkpoint")
         mlflow.log_metric("train_seconds", seconds)
         mlflow.end_run()
+    if tracking and stopped:
+        mlflow.end_run(status="SCHEDULED")  # to be continued by the next attempt (not FINISHED)
     if stopped and local_rank == 0:
         Path(stop_file + ".done").write_text(f"{step}\n")  # ddp.sbatch: stopped as planned, run it again
     print(json.dumps({
