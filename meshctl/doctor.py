@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from meshctl import resources, tailnet
+from meshctl import display, resources, tailnet
 from meshctl.mesh import Mesh, Node
 
 ERROR_CAP = 300
@@ -42,8 +42,7 @@ def _number(value, low=0.0, high=1e15) -> float | None:
 
 
 def _text(value) -> str:
-    text = str(value or "")
-    return "".join(ch if ch.isprintable() else " " for ch in text)[:ERROR_CAP]
+    return display.clean(value or "")[:ERROR_CAP]
 
 
 def links_of(source: str, report: dict, names: set[str], on_tailnet: bool) -> tuple[list[Link], str]:
