@@ -37,7 +37,7 @@ def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None) -> Pa
 def stubs(tmp_path: Path, state: str, reason: str, munge_ok: bool = True) -> Path:
     """sinfo answering STATE and REASON; scontrol recording its arguments; munge working or not."""
     folder = tmp_path / "bin"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     scripts = {
         "sinfo": f'case "$*" in *%E*) echo {quote(reason)} ;; *%T*) echo {quote(state)} ;; esac',
         "scontrol": f'printf "%s\\n" "$*" >> {tmp_path}/scontrol.log',
@@ -86,6 +86,18 @@ def test_the_same_reason_is_not_said_again(tmp_path):
 def test_a_node_it_drained_is_resumed_once_healthy(tmp_path):
     _done, told = run(tmp_path, gpus=0, state="drained", reason="meshctl health: GPUs seen 1 of 2")
     assert told == ["update nodename=gpu1 state=resume"]
+
+
+def test_a_reason_slurm_kept_after_a_resume_is_history(tmp_path):
+    """Slurm 24.11 keeps a resumed node's reason (idle|meshctl health: ...): it is neither resumed
+    again nor taken for a drain that is already there when the GPU goes again."""
+    kept = "meshctl health: GPUs seen 1 of 2"
+    assert run(tmp_path / "a", gpus=0, state="idle", reason=kept)[1] == []
+    _done, told = run(tmp_path / "b", gpus=2, state="idle", reason="meshctl health: GPUs seen 0 of 2")
+    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
+    assert run(tmp_path / "c", gpus=2, state="idle", reason="disk replaced [admin@2026-11-24T10:00]")[1] == [
+        "update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"
+    ]
 
 
 OTHERS = [("drained", "disk replaced [admin@2026-11-24T10:00]"), ("down*", "Not responding"), ("idle~", "none"),
