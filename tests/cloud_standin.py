@@ -34,6 +34,7 @@ class Machine:
     ip: str = "100.100.60.10"
     port: int = 22
     disk: dict = field(default_factory=dict)  # a Runpod pod's container disk: wiped on stop
+    start_cmd: list = field(default_factory=list)  # a Runpod pod's dockerStartCmd ([]: the image's)
 
 
 class MemoryBackend:
@@ -63,6 +64,10 @@ class MemoryBackend:
 
     def terminate(self, machine: Machine) -> None:
         machine.state = "terminated"
+
+    def reset(self, machine: Machine) -> None:
+        """A running Runpod pod updated (PATCH): its container is made anew (disk wiped), running."""
+        machine.disk.clear()
 
 
 class DockerBackend(MemoryBackend):
@@ -96,6 +101,25 @@ class DockerBackend(MemoryBackend):
     def terminate(self, machine: Machine) -> None:
         self._docker("rm", "-f", "-v", self.containers[machine.id])
         super().terminate(machine)
+
+
+class PodBackend(DockerBackend):
+    """Runpod pods that are Docker containers. Stop is `docker stop`; a start after a stop, or an
+    update of a running pod, makes the container anew from its image (its container disk wiped)
+    with the same volume and address, running the pod's start command: ``recreate(machine)``, given
+    by the test, which knows how its pod is run (image, network, volume)."""
+
+    def __init__(self, recreate):
+        super().__init__()
+        self.recreate = recreate
+
+    def start(self, machine: Machine, new_port: bool = False) -> None:
+        self.recreate(machine)
+        MemoryBackend.start(self, machine, new_port)
+
+    def reset(self, machine: Machine) -> None:
+        super().reset(machine)
+        self.recreate(machine)
 
 
 class Standin:
@@ -166,6 +190,7 @@ class Standin:
                 "publicIp": m.ip if running else None, "portMappings": {"22": m.port} if running else None,
                 "machineId": "s194cr8pls2z", "containerDiskInGb": 50, "volumeInGb": 20,
                 "volumeMountPath": "/workspace", "interruptible": False, "lastStatusChange": "Rented by User",
+                "dockerEntrypoint": [], "dockerStartCmd": list(m.start_cmd),
             }  # fmt: skip
         state = {"running": "ready", "stopped": "off", "booting": "starting"}.get(m.state, m.state)
         return {
@@ -280,6 +305,14 @@ class Standin:
         if machine is None or machine.state == "terminated":
             return self._not_found("pod")
         if method == "GET" and not m.group(2):
+            return 200, self.render(machine)
+        if method == "PATCH" and not m.group(2):  # "Update a Pod, potentially triggering a reset"
+            command = body.get("dockerStartCmd") if isinstance(body, dict) else None
+            if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
+                return 400, {"error": "dockerStartCmd must be an array of strings"}
+            changed, machine.start_cmd = command != machine.start_cmd, command
+            if changed and machine.state == "running":
+                self.backend.reset(machine)
             return 200, self.render(machine)
         if method == "POST" and m.group(2) == "/stop":
             machine.disk.clear()  # the container disk is wiped; the volume (/workspace) is kept

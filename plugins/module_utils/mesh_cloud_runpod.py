@@ -1,10 +1,12 @@
 # Copyright: meshctl contributors; Apache-2.0
 """Runpod's REST API (https://rest.runpod.io/v1, OpenAPI "Runpod API" 0.1.0): Pods.
 
-Used: GET /pods, GET /pods/{podId}, POST /pods, POST /pods/{podId}/stop, POST /pods/{podId}/start,
-DELETE /pods/{podId}. A Pod reaches SSH through a public IP and a mapped port
-(``portMappings["22"]``) that may change when it starts again; stopping wipes its container disk
-(the volume is kept).
+Used: GET /pods, GET /pods/{podId}, POST /pods, PATCH /pods/{podId} (``dockerStartCmd`` only),
+POST /pods/{podId}/stop, POST /pods/{podId}/start, DELETE /pods/{podId}. A Pod reaches SSH through
+a public IP and a mapped port (``portMappings["22"]``) that may change when it starts again;
+stopping wipes its container disk (the volume is kept), so before a stop the head gives the pod a
+start command that brings the node back from its volume (``prepare_stop``; an update may reset
+the pod, which is why it is sent only when the command differs, and only to an idle pod).
 """
 
 from __future__ import annotations
@@ -80,6 +82,23 @@ class Client:
                 "ports": ["22/tcp"], "volumeInGb": volume_gb, "volumeMountPath": "/workspace",
                 "env": dict(env or {})}  # fmt: skip
         return normalize(self.http.request("POST", "/pods", body))["id"]
+
+    def start_command(self, instance_id):
+        """The pod's ``dockerStartCmd`` (an empty list: the image's own)."""
+        answer = self.http.request("GET", f"/pods/{instance_id}")
+        command = answer.get("dockerStartCmd") if isinstance(answer, dict) else None
+        if command is None:
+            return []
+        if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
+            raise CloudError("runpod answered a dockerStartCmd that is not a list of strings", kind="bad-answer")
+        return command
+
+    def prepare_stop(self, instance_id, start_command):
+        """Give the pod ``start_command`` unless it has it already; True when it was changed."""
+        if not start_command or self.start_command(instance_id) == list(start_command):
+            return False
+        self.http.request("PATCH", f"/pods/{instance_id}", {"dockerStartCmd": list(start_command)})
+        return True
 
     def stop(self, instance_id):
         self.http.request("POST", f"/pods/{instance_id}/stop")

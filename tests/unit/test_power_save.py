@@ -43,15 +43,30 @@ def test_the_plan_stops_only_instances_that_come_back_intact():
         "ps3": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:ps000003", "idle_stop": False},
         "lam": {"mesh_provider": "lambda", "meshctl_instance": "lambda:0920582c7ff0", "idle_stop": "1h"},
         "pod": {"mesh_provider": "runpod", "meshctl_instance": "runpod:xedezhzb9la3ye", "idle_stop": "1h"},
+        "pod2": {"mesh_provider": "runpod", "meshctl_instance": "runpod:pod0002", "idle_stop": "1h", "mesh_pod": True},
+        "pod3": {
+            "mesh_provider": "runpod",
+            "meshctl_instance": "runpod:pod0003",
+            "idle_stop": "1h",
+            "mesh_pod": True,
+            "mesh_pod_volume": "/data/",
+        },
         "vm": {"mesh_provider": "paperspace", "idle_stop": "1h"},  # added by address: no instance known
     }
     plan = flt().power_plan(nodes, {"paperspace": "2h"})
     assert plan["nodes"] == {
         "ps1": {"instance": "paperspace:psok2vd8", "provider": "paperspace", "id": "psok2vd8", "idle_stop": 1800},
         "ps2": {"instance": "paperspace:psxq71ab", "provider": "paperspace", "id": "psxq71ab", "idle_stop": 7200},
-    }
+        # A pod comes back from its volume: the head gives it the volume's rejoin script as its start command.
+        "pod2": {"instance": "runpod:pod0002", "provider": "runpod", "id": "pod0002", "idle_stop": 3600,
+                 "start_command": ["bash", "/workspace/.meshctl/rejoin"]},
+        "pod3": {"instance": "runpod:pod0003", "provider": "runpod", "id": "pod0003", "idle_stop": 3600,
+                 "start_command": ["bash", "/data/.meshctl/rejoin"]},
+    }  # fmt: skip
     assert set(plan["refused"]) == {"head", "lam", "pod", "vm"}
-    assert "no stop" in plan["refused"]["lam"] and "container disk" in plan["refused"]["pod"]
+    assert "no stop" in plan["refused"]["lam"] and "mesh_pod: true" in plan["refused"]["pod"]
+    no_volume = {"pod": {"meshctl_instance": "runpod:p1", "idle_stop": "1h", "mesh_pod": True, "mesh_pod_volume": ""}}
+    assert "volume" in flt().power_plan(no_volume)["refused"]["pod"]
     assert "PROVIDER:NAME" in plan["refused"]["vm"] and "head is never stopped" in plan["refused"]["head"]
     assert flt().power_plan({"desk": {"mesh_provider": "local"}}) == {"nodes": {}, "refused": {}}
 
@@ -95,6 +110,27 @@ def test_suspend_and_resume_stop_and_start_the_instance(program):
         log = program.log.read_text()
         assert f"suspend n1 (paperspace:{machine.id}): asked paperspace" in log and "resume n1" in log
         assert KEY not in log
+
+
+def test_a_pod_is_given_its_rejoin_start_command_before_it_is_stopped(program):
+    (program.conf / "keys" / "runpod.key").write_text(KEY + "\n")
+    with Standin("runpod") as api:
+        machine = api.add("rp1", "NVIDIA RTX A5000", 1, 0.27)
+        rejoin = ["bash", "/workspace/.meshctl/rejoin"]
+        plan = {"rp1": {"instance": f"runpod:{machine.id}", "provider": "runpod", "id": machine.id, "idle_stop": 60,
+                        "start_command": rejoin}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"runpod": api.url}))
+        done = program("suspend", "rp1")
+        assert done.returncode == 0, done.stderr
+        assert api.requests[-2:] == [("PATCH", f"/v1/pods/{machine.id}"), ("POST", f"/v1/pods/{machine.id}/stop")]
+        assert machine.start_cmd == rejoin and machine.state == "stopped"
+        # Stopped and started again: the start command is already the one wanted, so no PATCH (a reset).
+        assert program("resume", "rp1").returncode == 0 and machine.state == "running"
+        asked = len(api.requests)
+        assert program("suspend", "rp1").returncode == 0
+        assert ("PATCH", f"/v1/pods/{machine.id}") not in api.requests[asked:]
+        assert "start command" in program.log.read_text()
 
 
 def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):

@@ -178,6 +178,8 @@ def test_extra_settings_are_sorted_and_written(render, mesh):
 
 def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2", **extra):
     feature = extra.pop("slurm_power_feature", "meshctl_on")
+    extra.setdefault("mesh_pod", False)
+    extra.setdefault("mesh_power_plan", {"nodes": {}, "refused": {}})
     return render(
         template,
         **extra,
@@ -228,6 +230,19 @@ def test_a_node_without_tun_starts_slurmd_through_tailscaleds_proxy(render, mesh
     assert slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[]) == [
         "/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
     ]
+
+
+def test_a_pod_slurm_stops_when_idle_reports_its_start_as_its_boot(render, mesh):
+    """A container shares its host's uptime: slurmd -b, or slurmctld waits for a boot after its resume."""
+    plan = {"nodes": {"desk": {"provider": "runpod", "id": "p1", "idle_stop": 60}}, "refused": {}}
+    pod = slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[],
+                      mesh_pod=True, mesh_power_plan=plan)  # fmt: skip
+    assert pod == ["/usr/sbin/slurmd -D -s -b -N desk --conf-server 100.101.1.10:6817"]
+    kept_up = slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[],
+                          mesh_pod=True)  # fmt: skip
+    assert kept_up == ["/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
+    vm = slurmd_unit(render, mesh, "desk", "static", mesh_power_plan=plan)  # a VM boots: no -b
+    assert "ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817" in vm
 
 
 def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_path):
