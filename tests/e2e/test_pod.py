@@ -34,7 +34,7 @@ import yaml
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
-from tests.e2e import wait_for_ssh
+from tests.e2e import wait_for, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -296,16 +296,6 @@ def test_nothing_on_the_pod_reached_the_head_directly(bed):
 def pod_running() -> bool:
     out = sh("docker", "inspect", "-f", "{{.State.Running}}", POD_NAME, check=False).stdout.strip()
     return out == "true"
-
-
-def wait_for(what, seconds: float, step: float = 2):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(step)
-    return what()
 
 
 def pod_diagnosis(job: str = "") -> str:

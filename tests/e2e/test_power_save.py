@@ -30,6 +30,7 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
+from tests.e2e import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -87,16 +88,6 @@ def diagnosis(job: str | None = None) -> str:
         parts["failed units"] = on_node("systemctl --failed --no-legend")
         parts["slurmd uptime"] = on_node("nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime; cat /proc/uptime")
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
-
-
-def wait_for(what, seconds: float, step: float = 2):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(step)
-    return what()
 
 
 @pytest.fixture(scope="module")
