@@ -16,7 +16,7 @@ from pathlib import Path
 
 from meshctl import resources
 from meshctl.errors import ProviderError, UsageError
-from meshctl.mesh import RENTED, Mesh, Node
+from meshctl.mesh import RENTED, Mesh, Node, check_host
 from meshctl.vault import for_mesh, read_secret, write_secret
 
 PROVIDERS = RENTED
@@ -179,6 +179,36 @@ def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | Non
             rows.append(MachineRow(name, inst["id"], inst["name"], inst["status"], inst["ssh_host"], inst["gpus"],
                                    inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes)))  # fmt: skip
     return rows, problems
+
+
+def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[Node, str, int]], dict[str, str]]:
+    """Rented nodes whose instance runs at another SSH address or port than the one recorded (a
+    Runpod pod started again gets another port, a Paperspace machine may get another public IP):
+    ``[(node, host, port)]``, and the providers that could not be asked (their message).
+
+    One list call per provider that a node's instance belongs to; nothing when none is configured.
+    """
+    wanted = {node.instance.split(":", 1)[0] for node in nodes if node.instance}
+    moves, problems = [], {}
+    for name in [p for p in configured(mesh) if p in wanted]:
+        try:
+            found = call(client(name, stored_key(mesh, mesh_vars, name)).list)
+        except ProviderError as exc:
+            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            continue
+        by_ref = {instance_ref(inst): inst for inst in found}
+        for node in nodes:
+            inst = by_ref.get(node.instance or "")
+            if not inst or inst["status"] != "running" or not inst["ssh_host"] or not inst["ssh_port"]:
+                continue
+            try:
+                host, port = check_host(str(inst["ssh_host"])), int(inst["ssh_port"])
+            except (UsageError, TypeError, ValueError):
+                problems[name] = f"{name} gave {node.name} an SSH address that is none: {inst['ssh_host']!r}"
+                continue
+            if 0 < port < 65536 and (host, port) != (node.host, node.port):
+                moves.append((node, host, port))
+    return moves, problems
 
 
 def costing(rows: list[MachineRow]) -> tuple[float, list[MachineRow]]:

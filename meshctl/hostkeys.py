@@ -101,3 +101,19 @@ def forget(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
         old = Path(f"{known_hosts}.old")  # ssh-keygen's backup: the key is forgotten, not kept aside
         old.unlink(missing_ok=True)
     return gone
+
+
+def carry(known_hosts: Path, old: tuple[str, int], new: tuple[str, int]) -> int:
+    """Record under NEW (host, port) the keys known_hosts holds for OLD: a rented machine its
+    provider moved to another address or port keeps its host keys, and SSH then still refuses a
+    machine at the new address that cannot show one of them. Returns how many keys were carried."""
+    if not Path(known_hosts).is_file():
+        return 0
+    lines = _run(["ssh-keygen", "-F", known_hosts_name(*old), "-f", str(known_hosts)]).splitlines()
+    keys = [line.split(None, 1)[1] for line in lines if line and not line.startswith("#") and " " in line]
+    if not keys:
+        return 0
+    forget(known_hosts, *new)
+    with open(known_hosts, "a", encoding="utf-8") as handle:
+        handle.writelines(f"{known_hosts_name(*new)} {key}\n" for key in keys)
+    return len(keys)

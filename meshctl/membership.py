@@ -413,11 +413,34 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, prog
     return result
 
 
+def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False) -> list[str]:
+    """Rented nodes their provider now runs at another SSH address or port (a Runpod pod started
+    again, a Paperspace machine's new public IP) are recorded there before a run reaches them, the
+    host keys known for the old address carried to the new one (the machine must still show one
+    of them). A dry run says so and records nothing. Returns the names of the nodes moved."""
+    if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
+        return []
+    moves, problems = cloud.moved(mesh, nodes, mesh_vars)
+    for provider, why in problems.items():
+        progress.note(f"{provider}: could not ask where its instances run now ({why}); addresses as recorded")
+    for node, host, port in moves:
+        carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
+        progress.note(f"{node.name}: {node.instance.split(':', 1)[0]} runs it at {host}:{port} now "
+                      f"(recorded {node.host}:{node.port}); recorded there"
+                      + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
+        node.host, node.port = host, port
+    if moves:
+        mesh.save(nodes, mesh_vars)
+    return [node.name for node, _host, _port in moves]
+
+
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
     """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
 
+    Rented nodes their provider moved are recorded at their new address first (follow_moves).
     Nodes that cannot be reached are reported (exit 'partial'); the others are converged.
     """
+    follow_moves(mesh, nodes, mesh_vars, progress, check)
     targets = None
     if limit:
         wanted = [part.strip() for part in limit.split(",") if part.strip()]

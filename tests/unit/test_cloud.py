@@ -5,6 +5,7 @@ APIs (tests/cloud_standin.py), over real HTTP."""
 import json
 import os
 import stat
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -465,3 +466,46 @@ def test_paperspace_prices_come_from_group_vars(mesh, monkeypatch):
         (mesh.path / "group_vars" / "all.yml").write_text("paperspace_prices: {A6000: 1.89}\n")
         rows, problems = cloud.machines(mesh, *mesh.load())
         assert problems == {} and [(r.name, r.price_per_hour) for r in rows] == [("desk-a6000", 1.89)]
+
+
+class Notes:
+    def __init__(self):
+        self.lines = []
+
+    def note(self, line):
+        self.lines.append(line)
+
+
+def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_keys(mesh, runpod, tmp_path):
+    """apply's first step: the provider says where the instance runs now; the node is recorded
+    there and the host keys known for its old address are carried over (the machine must still
+    show one of them: SSH checks it)."""
+    from meshctl import hostkeys, membership
+
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("trainer", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
+                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    key = tmp_path / "hostkey"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = key.with_suffix(".pub").read_text().split()
+    mesh.known_hosts.write_text(f"{pod.ip} {public[0]} {public[1]}\n")
+    notes = Notes()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []  # where it was recorded: nothing to do
+    runpod.backend.stop(pod)
+    runpod.backend.start(pod, new_port=True)  # Runpod: another SSH port after a start
+    nodes, mesh_vars = mesh.load()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, check=True) == []  # a dry run records nothing
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
+    again = {n.name: n for n in mesh.load()[0]}["trainer"]
+    assert (again.host, again.port) == (pod.ip, pod.port) and pod.port != 22
+    assert (
+        [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, pod.ip, pod.port)]
+        == [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, pod.ip, 22)]
+        != []
+    )
+    assert f"trainer: runpod runs it at {pod.ip}:{pod.port} now (recorded {pod.ip}:22)" in notes.lines[-1]
+    runpod.backend.stop(pod)  # stopped: no address to follow, the record stays
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
