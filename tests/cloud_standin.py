@@ -114,8 +114,8 @@ class PodBackend(DockerBackend):
         self.recreate = recreate
 
     def start(self, machine: Machine, new_port: bool = False) -> None:
+        MemoryBackend.start(self, machine, new_port)  # its new SSH port first: the new container maps it
         self.recreate(machine)
-        MemoryBackend.start(self, machine, new_port)
 
     def reset(self, machine: Machine) -> None:
         super().reset(machine)

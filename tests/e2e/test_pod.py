@@ -177,6 +177,9 @@ def recreate_pod(machine) -> None:
     sh("docker", "rm", "-f", POD_NAME)
     run_pod(machine.start_cmd or START)
     install_firewall()  # a new container has a new network namespace
+    if machine.port != 22:  # the pod's new public SSH port, mapped to its sshd as Runpod's proxy does
+        firewall("-t", "nat", "-A", "PREROUTING", "-p", "tcp", "--dport", str(machine.port), "-j", "REDIRECT",
+                 "--to-ports", "22")  # fmt: skip
 
 
 def test_the_firewall_keeps_the_pod_from_the_head(bed):
@@ -362,6 +365,11 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
     programs = on(POD_NAME, "supervisorctl status")
     for name in ("munge", "slurmd", "tailscaled"):
         assert re.search(rf"^{name}\s+RUNNING", programs, re.M), programs
-    # meshctl still reaches it and finds nothing to change.
+    # The pod runs on another SSH port now: apply records it there (its host key carried over: the
+    # pod kept its host keys on the volume, so SSH accepts it) and reaches it.
+    assert bed.machine.port != 22
     applied = bed.meshctl("apply", "--limit", "rp1")
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
+    assert f"rp1: runpod runs it at {POD}:{bed.machine.port} now (recorded {POD}:22)" in applied.stdout, applied.stdout
+    host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["rp1"]
+    assert host["ansible_port"] == bed.machine.port, host
