@@ -35,6 +35,7 @@ class Machine:
     port: int = 22
     disk: dict = field(default_factory=dict)  # a Runpod pod's container disk: wiped on stop
     start_cmd: list = field(default_factory=list)  # a Runpod pod's dockerStartCmd ([]: the image's)
+    env: dict = field(default_factory=dict)  # a Runpod pod's environment (PUBLIC_KEY: the key its image authorizes)
 
 
 class MemoryBackend:
@@ -68,6 +69,9 @@ class MemoryBackend:
     def reset(self, machine: Machine) -> None:
         """A running Runpod pod updated (PATCH): its container is made anew (disk wiped), running."""
         machine.disk.clear()
+
+    def created(self, machine: Machine) -> None:
+        """A launch the API accepted, with its settings (env) filled in: nothing more in memory."""
 
 
 class DockerBackend(MemoryBackend):
@@ -109,9 +113,14 @@ class PodBackend(DockerBackend):
     with the same volume and address, running the pod's start command: ``recreate(machine)``, given
     by the test, which knows how its pod is run (image, network, volume)."""
 
-    def __init__(self, recreate):
+    def __init__(self, recreate, create=None):
         super().__init__()
         self.recreate = recreate
+        self.create = create  # create(machine): a launched pod's first container (its name recorded here)
+
+    def created(self, machine: Machine) -> None:
+        if self.create is not None:
+            self.containers[machine.id] = self.create(machine)
 
     def start(self, machine: Machine, new_port: bool = False) -> None:
         MemoryBackend.start(self, machine, new_port)  # its new SSH port first: the new container maps it
@@ -299,7 +308,10 @@ class Standin:
                              "specifications. Please refresh and try again."}  # fmt: skip
             self.backend.capacity -= 1
             gpu = (body.get("gpuTypeIds") or ["NVIDIA RTX A5000"])[0]
-            return 201, self.render(self.add(body.get("name") or "", gpu, int(body.get("gpuCount", 1)), 0.27))
+            machine = self.add(body.get("name") or "", gpu, int(body.get("gpuCount", 1)), 0.27)
+            machine.env = dict(body.get("env") or {})
+            self.backend.created(machine)
+            return 201, self.render(machine)
         m = re.fullmatch(r"/v1/pods/([\w-]+)(/start|/stop)?", path)
         machine = self.backend.machines.get(m.group(1)) if m else None
         if machine is None or machine.state == "terminated":

@@ -49,12 +49,16 @@ POD_IMAGE = "meshctl-e2e-pod:bookworm"  # the pod's image: Debian 12 with the Ta
 VOLUME = "meshctl-e2e-pod-volume"  # the pod's volume, at /workspace
 # docker's init as PID 1 runs the pod's start command (sshd, then sleep), as Runpod's images do;
 # it also calls meshctl-pod-start once meshctl installed it (README: pods).
+# PUBLIC_KEY (given at launch) is authorized, as Runpod's images do.
 START = [
     "/bin/sh",
     "-c",
-    "ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd && "
+    '{ [ -z "${PUBLIC_KEY:-}" ] || { mkdir -p /root/.ssh && '
+    'printf "%s\\n" "$PUBLIC_KEY" >> /root/.ssh/authorized_keys; }; } '
+    "&& ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd && "
     "{ [ ! -x /usr/local/sbin/meshctl-pod-start ] || /usr/local/sbin/meshctl-pod-start; }; exec sleep infinity",
 ]
+LAUNCHED = ("pod-rp2", "100.100.45.12", f"{VOLUME}-rp2")  # the pod `meshctl launch` rents: container, address, volume
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -141,12 +145,12 @@ def bed(tmp_path_factory):
     wait_for_ssh(POD)  # docker run returns before the start command has made host keys and started sshd
     nodes.authorize(POD_NAME, public)
     install_firewall()
-    with Standin("runpod", PodBackend(recreate_pod), bind=GATEWAY) as api:
+    with Standin("runpod", PodBackend(recreate_pod, create_pod), bind=GATEWAY) as api:
         bed.api = api
         bed.machine = api.backend.attach(POD_NAME, "pod", POD_NAME, "NVIDIA RTX A5000", 1, 0.27, POD)
         yield bed
-    sh("docker", "rm", "-f", "-v", POD_NAME, check=False)
-    sh("docker", "volume", "rm", "-f", VOLUME, check=False)
+    sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
+    sh("docker", "volume", "rm", "-f", VOLUME, LAUNCHED[2], check=False)
     sh("docker", "image", "rm", "-f", POD_IMAGE, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
 
@@ -163,12 +167,22 @@ def build_pod_image() -> None:
     sh("docker", "rm", "-f", "meshctl-e2e-pod-build")
 
 
-def run_pod(command: list[str]) -> None:
-    """The pod's container: no TUN device, no NET_ADMIN, no cgroup mount, RUNPOD_POD_ID set, its
+def run_pod(command: list[str], name: str = POD_NAME, ip: str = POD, volume: str = VOLUME,
+            env: dict | None = None) -> None:  # fmt: skip
+    """A pod's container: no TUN device, no NET_ADMIN, no cgroup mount, RUNPOD_POD_ID set, its
     volume at /workspace; ``command`` is its start command (Runpod's dockerStartCmd)."""
-    sh("docker", "run", "-d", "--name", POD_NAME, "--hostname", POD_NAME, "--network", SPEC.network, "--ip", POD,
-       "--init", "--label", "org.meshctl.localmesh=1", "-e", "RUNPOD_POD_ID=e2e0pod0id",
-       "-v", f"{VOLUME}:/workspace", POD_IMAGE, *command)  # fmt: skip
+    environment = [f"--env={k}={v}" for k, v in {"RUNPOD_POD_ID": f"e2e0{name}", **(env or {})}.items()]
+    sh("docker", "run", "-d", "--name", name, "--hostname", name, "--network", SPEC.network, "--ip", ip,
+       "--init", "--label", "org.meshctl.localmesh=1", *environment, "-v", f"{volume}:/workspace", POD_IMAGE,
+       *command)  # fmt: skip
+
+
+def create_pod(machine) -> str:
+    """Runpod creating a pod `meshctl launch` asked for: its first container, PUBLIC_KEY authorized."""
+    name, ip, volume = LAUNCHED
+    machine.ip = ip
+    run_pod(START, name, ip, volume, machine.env)
+    return name
 
 
 def recreate_pod(machine) -> None:
@@ -373,3 +387,24 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
     assert f"rp1: runpod runs it at {POD}:{bed.machine.port} now (recorded {POD}:22)" in applied.stdout, applied.stdout
     host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["rp1"]
     assert host["ansible_port"] == bed.machine.port, host
+
+
+def test_launch_rents_a_pod_that_joins_and_remove_node_terminate_gives_it_back(bed):
+    """`meshctl launch runpod` on real daemons: the stand-in creates a pod (a new container that
+    authorizes the key given as PUBLIC_KEY), meshctl waits for its SSH and adds it (pod mode), it
+    runs jobs; `remove-node --terminate` takes it out and deletes the pod at the provider."""
+    launched = bed.meshctl("launch", "runpod", "--type", "NVIDIA RTX A5000", "--name", "rp2", "--ssh-key",
+                           str(bed.key))  # fmt: skip
+    assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
+    pod = next(m for m in bed.api.backend.machines.values() if m.name == "rp2")
+    assert ("POST", "/v1/pods") in bed.api.requests and pod.env["PUBLIC_KEY"].startswith("ssh-ed25519 ")
+    host = yaml.safe_load((bed.mesh / "mesh.yml").read_text())["all"]["hosts"]["rp2"]
+    assert host["meshctl_instance"] == f"runpod:{pod.id}" and host["mesh_pod"] is True, host
+    assert bed.wait_idle("rp2") == "idle"
+    assert on("pod-head", "srun -w rp2 -N1 hostname").strip() == LAUNCHED[0]
+    removed = bed.meshctl("remove-node", "rp2", "--terminate")
+    assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr
+    assert ("DELETE", f"/v1/pods/{pod.id}") in bed.api.requests and pod.state == "terminated"
+    assert sh("docker", "inspect", LAUNCHED[0], check=False).returncode != 0  # the pod is gone
+    assert "rp2" not in (bed.mesh / "mesh.yml").read_text()
+    assert on("pod-head", "sinfo -hN -n rp2 -o %T", check=False).strip() == ""
