@@ -254,6 +254,17 @@ def key_file(tmp_path, key=KEY):
     return str(path)
 
 
+def pod_node(mesh, runpod, name):
+    """A Runpod pod at the stand-in, and the mesh's node for it (the account stored)."""
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    pod = runpod.add(name, "NVIDIA RTX A5000", 1, 0.27)
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node(name, pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
+                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    return pod, nodes, mesh_vars
+
+
 def test_provider_add_stores_a_key_the_provider_accepts(mesh, runpod, tmp_path):
     runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
     result = CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", key_file(tmp_path),
@@ -426,12 +437,7 @@ def test_remove_node_terminate_refuses_a_node_without_an_instance_before_changin
 def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runpod, monkeypatch):
     from meshctl import membership, runner
 
-    cloud.add_account(mesh, {}, "runpod", KEY)
-    pod = runpod.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
-    nodes, mesh_vars = mesh.load()
-    nodes.append(Node("gpu1", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
-                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
-    mesh.save(nodes, mesh_vars)
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
     ran = []
 
     def fake_run(playbook, inventory, mesh_dir=None, **kw):
@@ -482,12 +488,7 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     show one of them: SSH checks it)."""
     from meshctl import hostkeys, membership
 
-    cloud.add_account(mesh, {}, "runpod", KEY)
-    pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
-    nodes, mesh_vars = mesh.load()
-    nodes.append(Node("trainer", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
-                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
-    mesh.save(nodes, mesh_vars)
+    pod, nodes, mesh_vars = pod_node(mesh, runpod, "trainer")
     key = tmp_path / "hostkey"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     public = key.with_suffix(".pub").read_text().split()
