@@ -8,7 +8,7 @@ export PY_COLORS ?= 0
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine images lint unit e2e molecule collection collection-link demo-down clean
+.PHONY: demo test venv engine images lint unit suites e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
 demo: venv engine
@@ -17,7 +17,12 @@ demo: venv engine
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine images lint unit collection e2e molecule
+test: venv engine images lint unit collection suites
+
+# The end-to-end tests and the Molecule scenarios at once: both mostly wait on daemons and timers
+# (idle times, heartbeats, requeues), and use their own networks and container names.
+suites: images collection-link
+	@scripts/together e2e 'pytest -q -m e2e' molecule 'molecule test --all'
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
