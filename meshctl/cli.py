@@ -30,6 +30,7 @@ COMMANDS = {
     "launch": "launch",
     "usage": "usage",
     "doctor": "doctor",
+    "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)
 }
 
 

@@ -181,10 +181,12 @@ def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | Non
     return rows, problems
 
 
-def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[Node, str, int]], dict[str, str]]:
+def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[Node, str, int, str]], dict[str, str]]:
     """Rented nodes whose instance runs at another SSH address or port than the one recorded (a
-    Runpod pod started again gets another port, a Paperspace machine may get another public IP):
-    ``[(node, host, port)]``, and the providers that could not be asked (their message).
+    Runpod pod started again gets another port, a Paperspace machine may get another public IP),
+    or that run as another instance now (a Lambda node the head launched again after Slurm
+    terminated it while idle: the recorded instance is gone, a running one bears the node's name):
+    ``[(node, host, port, instance)]``, and the providers that could not be asked (their message).
 
     One list call per provider that a node's instance belongs to; nothing when none is configured.
     """
@@ -196,9 +198,13 @@ def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[No
         except ProviderError as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             continue
-        by_ref = {instance_ref(inst): inst for inst in found}
+        by_ref = {instance_ref(inst): inst for inst in found if inst["status"] != "terminated"}
+        taken = {node.instance for node in nodes if node.instance}
         for node in nodes:
             inst = by_ref.get(node.instance or "")
+            if inst is None and name == "lambda" and (node.instance or "").startswith("lambda:"):
+                again = [i for ref, i in by_ref.items() if i["name"] == node.name and ref not in taken]
+                inst = again[0] if len(again) == 1 else None
             if not inst or inst["status"] != "running" or not inst["ssh_host"] or not inst["ssh_port"]:
                 continue
             try:
@@ -206,8 +212,9 @@ def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[No
             except (UsageError, TypeError, ValueError):
                 problems[name] = f"{name} gave {node.name} an SSH address that is none: {inst['ssh_host']!r}"
                 continue
-            if 0 < port < 65536 and (host, port) != (node.host, node.port):
-                moves.append((node, host, port))
+            ref = instance_ref(inst)
+            if 0 < port < 65536 and ((host, port) != (node.host, node.port) or ref != node.instance):
+                moves.append((node, host, port, ref))
     return moves, problems
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import cloud, hostkeys, preflight, runner, ssh, tailnet, vault
+from meshctl import cloud, hostkeys, preflight, relaunch, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, MeshctlError, PartialError, PreflightError, ProviderError, UsageError
 from meshctl.mesh import LOCK, Mesh, Node, Target, atomic_write, check_name, parse_target, removed_on_failure
 
@@ -253,6 +253,7 @@ def run(
     vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))  # dry runs read them too
     progress = progress or runner.Progress()
     inventory = mesh.run_inventory(nodes, mesh_vars, leaving, None if targets is None else {n.name for n in targets})
+    inventory["all"]["vars"].update(relaunch.control_vars(nodes, mesh_vars))  # Lambda nodes: the head relaunches
     for name, why in sorted(mesh.refused_facts.items()):
         if name in {n.name for n in nodes}:
             progress.note(
@@ -417,21 +418,30 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
     """Rented nodes their provider now runs at another SSH address or port (a Runpod pod started
     again, a Paperspace machine's new public IP) are recorded there before a run reaches them, the
     host keys known for the old address carried to the new one (the machine must still show one
-    of them). A dry run says so and records nothing. Returns the names of the nodes moved."""
+    of them). A Lambda node the head launched again (a new instance, named as the node) is
+    recorded as that instance; it is a new machine, whose host key is learnt on first contact.
+    A dry run says so and records nothing. Returns the names of the nodes moved."""
     if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
         return []
     moves, problems = cloud.moved(mesh, nodes, mesh_vars)
     for provider, why in problems.items():
         progress.note(f"{provider}: could not ask where its instances run now ({why}); addresses as recorded")
-    for node, host, port in moves:
-        carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
-        progress.note(f"{node.name}: {node.instance.split(':', 1)[0]} runs it at {host}:{port} now "
-                      f"(recorded {node.host}:{node.port}); recorded there"
-                      + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
-        node.host, node.port = host, port
+    for node, host, port, ref in moves:
+        provider = node.instance.split(":", 1)[0]
+        if ref != node.instance:
+            hostkeys.forget(mesh.known_hosts, node.host, node.port)
+            hostkeys.forget(mesh.known_hosts, host, port)
+            progress.note(f"{node.name}: launched again by the head as {ref} at {host}:{port} (recorded "
+                          f"{node.instance} at {node.host}:{node.port}); recorded there")  # fmt: skip
+        else:
+            carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
+            progress.note(f"{node.name}: {provider} runs it at {host}:{port} now "
+                          f"(recorded {node.host}:{node.port}); recorded there"
+                          + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
+        node.host, node.port, node.instance = host, port, ref
     if moves:
         mesh.save(nodes, mesh_vars)
-    return [node.name for node, _host, _port in moves]
+    return [node.name for node, *_rest in moves]
 
 
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):

@@ -36,6 +36,9 @@ class Machine:
     disk: dict = field(default_factory=dict)  # a Runpod pod's container disk: wiped on stop
     start_cmd: list = field(default_factory=list)  # a Runpod pod's dockerStartCmd ([]: the image's)
     env: dict = field(default_factory=dict)  # a Runpod pod's environment (PUBLIC_KEY: the key its image authorizes)
+    region: str = "us-east-1"  # a Lambda instance's region
+    keys: list = field(default_factory=list)  # a Lambda instance's SSH key names, and the public keys they name
+    public_keys: list = field(default_factory=list)
 
 
 class MemoryBackend:
@@ -77,11 +80,18 @@ class MemoryBackend:
 class DockerBackend(MemoryBackend):
     """Instances that are Docker nodes of the local mesh: stop is `docker stop`, start `docker
     start` (the container keeps its disk and address, as a Paperspace machine does), terminate
-    `docker rm -f`. ``attach(container, ...)`` makes an existing node one of the instances."""
+    `docker rm -f`. ``attach(container, ...)`` makes an existing node one of the instances;
+    ``create(machine)``, given by a test that launches, makes a launched instance's container (a
+    new machine: a Lambda launch) and returns its name."""
 
-    def __init__(self):
+    def __init__(self, create=None):
         super().__init__()
         self.containers: dict[str, str] = {}  # instance id -> container name
+        self.create = create
+
+    def created(self, machine: Machine) -> None:
+        if self.create is not None:
+            self.containers[machine.id] = self.create(machine)
 
     def attach(self, container: str, prefix: str, name: str, kind: str, gpus: int, price: float, ip: str) -> Machine:
         machine = Machine(self.new_id(prefix), name, kind, gpus, price, ip=ip)
@@ -114,13 +124,8 @@ class PodBackend(DockerBackend):
     by the test, which knows how its pod is run (image, network, volume)."""
 
     def __init__(self, recreate, create=None):
-        super().__init__()
+        super().__init__(create)  # create(machine): a launched pod's first container
         self.recreate = recreate
-        self.create = create  # create(machine): a launched pod's first container (its name recorded here)
-
-    def created(self, machine: Machine) -> None:
-        if self.create is not None:
-            self.containers[machine.id] = self.create(machine)
 
     def start(self, machine: Machine, new_port: bool = False) -> None:
         MemoryBackend.start(self, machine, new_port)  # its new SSH port first: the new container maps it
@@ -142,6 +147,7 @@ class Standin:
         self.backend = backend or MemoryBackend()
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, in order
         self.fail_next: list[tuple[int, dict, dict]] = []  # (status, body, headers) answered before the real one
+        self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((bind, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -181,8 +187,8 @@ class Standin:
             status = {"running": "active", "booting": "booting", "terminated": "terminated"}.get(m.state, m.state)
             return {
                 "id": m.id, "name": m.name, "ip": m.ip, "private_ip": "10.19.0.2", "status": status,
-                "ssh_key_names": ["meshctl"], "file_system_names": [], "hostname": m.ip.replace(".", "-"),
-                "region": {"name": "us-east-1", "description": "Virginia, USA"},
+                "ssh_key_names": list(m.keys or ["meshctl"]), "file_system_names": [],
+                "hostname": m.ip.replace(".", "-"), "region": {"name": m.region, "description": "Virginia, USA"},
                 "instance_type": {"name": m.kind, "description": f"{m.gpus}x {m.kind}",
                                   "gpu_description": m.kind.removeprefix("gpu_").split("_", 1)[-1].upper(),
                                   "price_cents_per_hour": round(m.price * 100),
@@ -284,10 +290,27 @@ class Standin:
                                        "message": "Not enough capacity to fulfill launch request.",
                                        "suggestion": "Choose an instance type with more availability, or try "
                                        "again later."}}  # fmt: skip
+            names = body.get("ssh_key_names")
+            if not isinstance(names, list) or len(names) != 1 or names[0] not in self.ssh_keys:
+                return 400, {"error": {"code": "global/invalid-parameters", "message": "Exactly one SSH key, "
+                                       "registered in this account, must be specified."}}  # fmt: skip
             self.backend.capacity -= 1
             kind = body.get("instance_type_name", "gpu_1x_a10")
             machine = self.add(body.get("name") or "", kind, int(re.search(r"_(\d+)x_", kind).group(1)), 1.29)
+            machine.region, machine.keys = body.get("region_name") or "us-east-1", list(names)
+            machine.public_keys = [self.ssh_keys[n] for n in names]
+            self.backend.created(machine)
             return 200, {"data": {"instance_ids": [machine.id]}}
+        if path == "/api/v1/ssh-keys" and method == "GET":
+            return 200, {"data": [{"id": f"key{i}", "name": name, "public_key": key}
+                                  for i, (name, key) in enumerate(sorted(self.ssh_keys.items()))]}  # fmt: skip
+        if path == "/api/v1/ssh-keys" and method == "POST":
+            name, key = body.get("name"), body.get("public_key")
+            if not isinstance(name, str) or not name or name in self.ssh_keys or not isinstance(key, str):
+                return 400, {"error": {"code": "global/invalid-parameters", "message": "SSH key name already in use "
+                                       "or public key missing"}}  # fmt: skip
+            self.ssh_keys[name] = key.strip()
+            return 200, {"data": {"id": f"key{len(self.ssh_keys)}", "name": name, "public_key": key.strip()}}
         if path == "/api/v1/instance-operations/terminate" and method == "POST":
             done = []
             for instance_id in body.get("instance_ids", []):

@@ -7,7 +7,9 @@ provider's entry in ``mesh_idle_stop_by_provider``), is a provider's instance me
 Paperspace (a stopped machine keeps its disk), and a Runpod pod in pod mode (``mesh_pod``): a
 stopped pod loses its container disk but keeps its volume, where role pod keeps the node's setup;
 its plan entry carries the start command (the volume's ``rejoin`` script) the head gives the pod
-before it stops it. Never the head, a desktop or a Lambda instance (Lambda has no stop).
+before it stops it. Never the head or a desktop. A Lambda instance has no stop: only when the node
+opts in (``idle_terminate: true``) is it terminated when idle, and launched again and set up from
+scratch by the head when a job needs it (its entry says ``relaunch``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import re
 
 CAN_RESUME = ("paperspace", "runpod")
 WHY_NOT = {
-    "lambda": "Lambda has no stop (an instance bills until it is terminated)",
+    "lambda": "Lambda has no stop (an instance bills until it is terminated): `idle_terminate: true` lets Slurm "
+    "terminate it when idle and the head launch and set up a new one when a job needs it",
 }
+RELAUNCHED = ("lambda",)  # no stop: terminated when idle (opt-in), launched again and set up from scratch
 KEEPS_ON_VOLUME = ("runpod",)  # stopped, the instance keeps only its volume: the setup comes back from there
 DURATION = re.compile(r"^(\d+)\s*(s|m|h|d)?$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -48,7 +52,7 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
     ``start_command`` for a pod), and the ones that asked but cannot be: ``{name: why}``.
 
     ``nodes``: ``{name: hostvars}`` (``meshctl_roles``, ``mesh_provider``, ``meshctl_instance``,
-    ``idle_stop``, ``mesh_pod``, ``mesh_pod_volume``); ``by_provider``: ``{provider: duration}``
+    ``idle_stop``, ``idle_terminate``, ``mesh_pod``, ``mesh_pod_volume``); ``by_provider``: ``{provider: duration}``
     for nodes that set none themselves; ``pod_volume`` and ``pod_keep``: role mesh's
     ``mesh_pod_volume`` (for pods that set none) and ``mesh_pod_keep``.
     """
@@ -65,6 +69,10 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
             refused[name] = "the head is never stopped (every node needs it)"
         elif not instance:
             refused[name] = "it is no provider's instance meshctl knows (add it as PROVIDER:NAME)"
+        elif instance.split(":", 1)[0] in RELAUNCHED and hv.get("idle_terminate") is True:
+            kind, _, instance_id = instance.partition(":")
+            plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": seconds,
+                          "relaunch": True}  # fmt: skip
         elif instance.split(":", 1)[0] not in CAN_RESUME:
             refused[name] = WHY_NOT.get(instance.split(":", 1)[0], "its provider cannot stop and start it")
         elif instance.split(":", 1)[0] in KEEPS_ON_VOLUME and not (hv.get("mesh_pod") and volume):
@@ -80,6 +88,28 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
     return {"nodes": plan, "refused": refused}
 
 
+def head_copy(inventory, head, key_file, relaunched, drop_vars=("meshctl_vault_id",)):
+    """The head's copy of the mesh's inventory (``mesh.yml``, as data), for its relaunch service:
+    the head is reached locally, the nodes it may launch again with its own key (KEY_FILE), every
+    other node as recorded but with no key file (the control machine's paths mean nothing on the
+    head, which never reaches those nodes); the secrets are plain files there (no vault)."""
+    if not isinstance(inventory, dict) or not isinstance((inventory.get("all") or {}).get("hosts"), dict):
+        raise PowerSaveError("mesh.yml has no all.hosts")
+    copy = {"all": dict(inventory["all"])}
+    copy["all"]["vars"] = {k: v for k, v in (inventory["all"].get("vars") or {}).items() if k not in drop_vars}
+    copy["all"]["vars"]["meshctl_head_copy"] = True  # meshctl there hands no copy on (meshctl/relaunch.py)
+    hosts = {}
+    for name, hv in inventory["all"]["hosts"].items():
+        hv = {k: v for k, v in (hv or {}).items() if k != "ansible_ssh_private_key_file"}
+        if name == head:
+            hv["ansible_connection"] = "local"
+        elif name in relaunched:
+            hv["ansible_ssh_private_key_file"] = key_file
+        hosts[name] = hv
+    copy["all"]["hosts"] = hosts
+    return copy
+
+
 class FilterModule:
     def filters(self):
-        return {"duration_seconds": duration_seconds, "power_plan": power_plan}
+        return {"duration_seconds": duration_seconds, "power_plan": power_plan, "head_copy": head_copy}

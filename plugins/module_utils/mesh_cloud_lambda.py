@@ -2,11 +2,14 @@
 """Lambda's Cloud API (https://cloud.lambda.ai/api/v1, "Lambda Cloud API" v1): instances.
 
 Used: GET /instances, GET /instances/{id}, POST /instance-operations/launch,
-POST /instance-operations/terminate. Lambda has no stop: an instance runs (and bills) until it
-is terminated. About one request a second and one launch every 10 seconds are allowed.
+POST /instance-operations/terminate, GET /ssh-keys, POST /ssh-keys. Lambda has no stop: an
+instance runs (and bills) until it is terminated. About one request a second and one launch
+every 10 seconds are allowed.
 """
 
 from __future__ import annotations
+
+import re
 
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     CloudError,
@@ -21,6 +24,7 @@ DEFAULT_URL = "https://cloud.lambda.ai/api/v1"
 SSH_USER = "ubuntu"
 CAN_STOP = False
 LAUNCH_INTERVAL = 10.0  # seconds between two launches
+SPEC_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # an instance type, region or instance name
 STATUS = {"active": "running", "booting": "starting", "unhealthy": "unhealthy", "terminating": "stopping",
           "terminated": "terminated"}  # fmt: skip
 
@@ -99,6 +103,32 @@ class Client:
         if not isinstance(ids, list) or len(ids) != 1 or not isinstance(ids[0], str):
             raise CloudError("lambda answered a launch without one instance id", kind="bad-answer")
         return ids[0]
+
+    def spec(self, instance_id):
+        """What a launch of the same machine needs: ``{"instance_type", "region", "name"}`` of the
+        instance (GET /instances/{id}), each checked to be a plain name."""
+        answer = self.http.request("GET", f"/instances/{instance_id}")
+        data = answer.get("data") if isinstance(answer, dict) else None
+        data = data if isinstance(data, dict) else {}
+        kind = data.get("instance_type") if isinstance(data.get("instance_type"), dict) else {}
+        region = data.get("region") if isinstance(data.get("region"), dict) else {}
+        spec = {"instance_type": kind.get("name"), "region": region.get("name"), "name": data.get("name") or ""}
+        for part in ("instance_type", "region", "name"):
+            if not isinstance(spec[part], str) or not SPEC_RE.fullmatch(spec[part] or "x"):
+                raise CloudError(f"lambda answered instance {instance_id} without a plain {part}", kind="bad-answer")
+        return spec
+
+    def ssh_keys(self):
+        """The names of the SSH keys registered at Lambda (GET /ssh-keys), each with its public key."""
+        answer = self.http.request("GET", "/ssh-keys")
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise CloudError("lambda answered GET /ssh-keys without a data list", kind="bad-answer")
+        return {str(k.get("name")): str(k.get("public_key") or "").strip() for k in data if isinstance(k, dict)}
+
+    def add_ssh_key(self, name, public_key):
+        """Register PUBLIC_KEY at Lambda as NAME (POST /ssh-keys), for launches to name."""
+        self.http.request("POST", "/ssh-keys", {"name": name, "public_key": public_key})
 
     def terminate(self, instance_id):
         self.http.request("POST", "/instance-operations/terminate", {"instance_ids": [instance_id]})

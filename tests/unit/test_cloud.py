@@ -63,6 +63,47 @@ def test_lambda_instances_as_documented():
     assert rows[1]["status"] == "starting" and rows[1]["ssh_host"] is None and rows[1]["name"] == ""
 
 
+def test_lambda_ssh_keys_and_an_instances_launch_spec_as_documented():
+    class Answers:  # the documented answers, as Http.request returns them
+        def __init__(self):
+            self.sent = []
+
+        def request(self, method, path, body=None):
+            self.sent.append((method, path, body))
+            if path == "/ssh-keys":
+                return documented("lambda-ssh-keys.json") if method == "GET" else {"data": body}
+            return {"data": documented("lambda-instances.json")["data"][0]}
+
+    http = Answers()
+    client = mod("mesh_cloud_lambda").Client("k", http=http)
+    assert client.ssh_keys() == {"macbook-pro": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDgnK2GsoAq8l5AnjN7u1VYb4BfBD2Sn7n"
+                                 "mVOtxmPjrz user@example.com"}  # fmt: skip
+    client.add_ssh_key("meshctl-head", "ssh-ed25519 AAAA head")
+    assert http.sent[-1] == ("POST", "/ssh-keys", {"name": "meshctl-head", "public_key": "ssh-ed25519 AAAA head"})
+    spec = client.spec("0920582c7ff041399e34823a0be62549")
+    assert spec == {"instance_type": "gpu_8x_h100_sxm5", "region": "us-tx-1", "name": "gpu-a"}
+
+
+def test_a_lambda_launch_spec_that_is_not_plain_is_refused():
+    with Standin("lambda") as api:
+        machine = api.add("n1; rm -rf /", "gpu_1x_a10", 1, 1.29)
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError, match="plain name"):
+            client.spec(machine.id)
+
+
+def test_lambda_launches_name_one_registered_key():
+    with Standin("lambda") as api:
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError, match="Exactly one SSH key"):
+            client.launch("gpu_1x_a10", "n1", "us-east-1", ["not-registered"])
+        client.add_ssh_key("meshctl-head", "ssh-ed25519 AAAA head")
+        assert client.ssh_keys()["meshctl-head"] == "ssh-ed25519 AAAA head"
+        new_id = client.launch("gpu_1x_a10", "n1", "us-west-1", ["meshctl-head"])
+        assert api.backend.machines[new_id].public_keys == ["ssh-ed25519 AAAA head"]
+        assert client.spec(new_id) == {"instance_type": "gpu_1x_a10", "region": "us-west-1", "name": "n1"}
+
+
 def test_lambda_capacity_error_as_documented():
     message, kind = mod("mesh_cloud_lambda").describe(400, documented("lambda-error-capacity.json"))
     assert kind == "capacity" and message.startswith("Not enough capacity") and "try your request again" in message
@@ -222,8 +263,8 @@ def test_launch_and_no_capacity(provider, launch):
 def test_lambda_launches_are_ten_seconds_apart():
     with Standin("lambda") as api:
         client, timer = client_for(api)
-        client.launch("gpu_1x_a10", "n1", "us-east-1", ["k"])
-        client.launch("gpu_1x_a10", "n2", "us-east-1", ["k"])
+        client.launch("gpu_1x_a10", "n1", "us-east-1", ["meshctl"])
+        client.launch("gpu_1x_a10", "n2", "us-east-1", ["meshctl"])
         assert 9.0 <= timer.slept[-1] <= 10.0
 
 

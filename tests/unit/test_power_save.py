@@ -42,6 +42,19 @@ def test_the_plan_stops_only_instances_that_come_back_intact():
         "ps2": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:psxq71ab"},  # by provider
         "ps3": {"mesh_provider": "paperspace", "meshctl_instance": "paperspace:ps000003", "idle_stop": False},
         "lam": {"mesh_provider": "lambda", "meshctl_instance": "lambda:0920582c7ff0", "idle_stop": "1h"},
+        # Lambda has no stop: terminated when idle only when the node opts in; then launched again.
+        "lam2": {
+            "mesh_provider": "lambda",
+            "meshctl_instance": "lambda:0920582c7ff1",
+            "idle_stop": "1h",
+            "idle_terminate": True,
+        },
+        "lam3": {
+            "mesh_provider": "lambda",
+            "meshctl_instance": "lambda:0920582c7ff2",
+            "idle_stop": "1h",
+            "idle_terminate": "yes",
+        },  # only true opts in
         "pod": {"mesh_provider": "runpod", "meshctl_instance": "runpod:xedezhzb9la3ye", "idle_stop": "1h"},
         "pod2": {"mesh_provider": "runpod", "meshctl_instance": "runpod:pod0002", "idle_stop": "1h", "mesh_pod": True},
         "pod3": {
@@ -62,9 +75,12 @@ def test_the_plan_stops_only_instances_that_come_back_intact():
                  "start_command": ["bash", "/workspace/.meshctl/rejoin"]},
         "pod3": {"instance": "runpod:pod0003", "provider": "runpod", "id": "pod0003", "idle_stop": 3600,
                  "start_command": ["bash", "/data/.meshctl/rejoin"]},
+        "lam2": {"instance": "lambda:0920582c7ff1", "provider": "lambda", "id": "0920582c7ff1", "idle_stop": 3600,
+                 "relaunch": True},
     }  # fmt: skip
-    assert set(plan["refused"]) == {"head", "lam", "pod", "vm"}
-    assert "no stop" in plan["refused"]["lam"] and "mesh_pod: true" in plan["refused"]["pod"]
+    assert set(plan["refused"]) == {"head", "lam", "lam3", "pod", "vm"}
+    assert "no stop" in plan["refused"]["lam"] and "idle_terminate: true" in plan["refused"]["lam"]
+    assert "mesh_pod: true" in plan["refused"]["pod"]
     no_volume = {"pod": {"meshctl_instance": "runpod:p1", "idle_stop": "1h", "mesh_pod": True, "mesh_pod_volume": ""}}
     assert "volume" in flt().power_plan(no_volume)["refused"]["pod"]
     assert "PROVIDER:NAME" in plan["refused"]["vm"] and "head is never stopped" in plan["refused"]["head"]
@@ -83,15 +99,44 @@ def program(tmp_path):
     scontrol.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
                         "[ \"$1\" = show ] && echo \"$3\" | tr ',' '\\n'\nexit 0\n")  # fmt: skip
     scontrol.chmod(0o755)
+    state = tmp_path / "state"
+    (state / "relaunch").mkdir(parents=True)
     env = {**os.environ, "MESHCTL_POWER_DIR": str(conf), "MESHCTL_POWER_LIB": str(lib),
-           "MESHCTL_POWER_LOG": str(tmp_path / "power.log"), "MESHCTL_SCONTROL": str(scontrol)}  # fmt: skip
+           "MESHCTL_POWER_STATE": str(state), "MESHCTL_POWER_LOG": str(tmp_path / "power.log"),
+           "MESHCTL_SCONTROL": str(scontrol)}  # fmt: skip
 
     def run(action, hostlist):
         return subprocess.run([sys.executable, str(PROGRAM), action, hostlist], env=env, capture_output=True,
                               text=True, timeout=60, check=False)  # fmt: skip
 
-    run.conf, run.calls, run.log = conf, calls, tmp_path / "power.log"
+    run.conf, run.calls, run.log, run.state = conf, calls, tmp_path / "power.log", state
     return run
+
+
+def test_a_lambda_node_that_opted_in_is_terminated_and_its_resume_asks_for_a_new_one(program):
+    (program.conf / "keys" / "lambda.key").write_text(KEY + "\n")
+    with Standin("lambda") as api:
+        machine = api.add("gpu2", "gpu_1x_a10", 1, 1.29)
+        plan = {"gpu2": {"instance": f"lambda:{machine.id}", "provider": "lambda", "id": machine.id,
+                         "idle_stop": 60, "relaunch": True}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"lambda": api.url}))
+        assert not (program.state / "relaunch" / "gpu2").exists()
+        done = program("resume", "gpu2")  # never terminated by the program: nothing to launch again from
+        assert done.returncode == 1 and "no launch spec" in program.log.read_text()
+        assert "state=down" in program.calls.read_text()
+        done = program("suspend", "gpu2")
+        assert done.returncode == 0, done.stderr
+        assert machine.state == "terminated"
+        assert ("POST", "/api/v1/instance-operations/terminate") in api.requests
+        spec = json.loads((program.state / "gpu2.json").read_text())
+        assert spec == {"instance": f"lambda:{machine.id}", "instance_type": "gpu_1x_a10", "region": "us-east-1",
+                        "name": "gpu2"}  # fmt: skip
+        done = program("resume", "gpu2")
+        assert done.returncode == 0, done.stderr
+        assert (program.state / "relaunch" / "gpu2").is_file()
+        assert "asked the head's relaunch service" in program.log.read_text()
+        assert not [r for r in api.requests if r[1].endswith("/launch")]  # the service launches, as root
 
 
 def test_suspend_and_resume_stop_and_start_the_instance(program):

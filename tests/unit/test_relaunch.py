@@ -1,0 +1,182 @@
+"""A Lambda node terminated while idle and launched again by the head (meshctl/relaunch.py, filter
+head_copy, cloud.moved): against the Lambda stand-in over real HTTP, with plain files."""
+
+import gzip
+import io
+import json
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+from meshctl import cloud, membership, relaunch, resources
+from meshctl.errors import MeshctlError, UsageError
+from meshctl.mesh import Node
+from tests.cloud_standin import KEY, Standin
+
+
+@pytest.fixture
+def lam(monkeypatch):
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        yield api
+
+
+class Notes:
+    def __init__(self):
+        self.lines = []
+
+    def note(self, line):
+        self.lines.append(line)
+
+
+def lambda_node(mesh, lam, name):
+    cloud.add_account(mesh, {}, "lambda", KEY)
+    machine = lam.add(name, "gpu_1x_a10", 1, 1.29)
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node(name, machine.ip, user="ubuntu", provider="lambda", state="active",
+                      instance=f"lambda:{machine.id}", mesh_address="100.64.0.3"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    return machine
+
+
+def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, lam):
+    old = lambda_node(mesh, lam, "gpu2")
+    nodes, mesh_vars = mesh.load()
+    notes = Notes()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []
+    lam.backend.terminate(old)  # Slurm terminated it while idle
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []  # no new instance yet: as recorded
+    stranger = lam.add("someone-else", "gpu_1x_a10", 1, 1.29)  # another name: never taken for the node
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
+    new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)  # the head's new instance bears the node's name
+    assert new.ip != old.ip and stranger.id != new.id
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True) == []
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == ["gpu2"]
+    node = {n.name: n for n in mesh.load()[0]}["gpu2"]
+    assert (node.host, node.instance, node.user) == (new.ip, f"lambda:{new.id}", "ubuntu")
+    assert f"gpu2: launched again by the head as lambda:{new.id} at {new.ip}:22" in notes.lines[-1]
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []  # followed once
+
+
+def test_two_instances_bearing_the_name_are_not_guessed_between(mesh, lam):
+    old = lambda_node(mesh, lam, "gpu2")
+    lam.backend.terminate(old)
+    lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
+    lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
+    nodes, mesh_vars = mesh.load()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, Notes()) == []
+
+
+def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_where_it_is_unpacked(tmp_path):
+    first, second = relaunch.archive_bytes(), relaunch.archive_bytes()
+    assert first == second
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
+        names = tar.getnames()
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+        tar.extractall(tmp_path, filter="data")
+    assert "meshctl/relaunch.py" in names and "roles/power_save/tasks/control.yml" in names
+    assert "plugins/filter/power_save.py" in names and "playbooks/site.yml" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/_data/" in n]
+    # Unpacked, it is a checkout: meshctl runs from it and finds its playbooks and roles there.
+    found = subprocess.run(["python3", "-c", "from meshctl import resources; print(resources.data_dir())"],
+                           cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    assert found.stdout.strip() == str(tmp_path), found.stderr
+
+
+def test_control_vars_only_with_a_lambda_node_and_never_on_the_heads_copy(mesh, lam, tmp_path):
+    nodes, mesh_vars = mesh.load()
+    assert relaunch.control_vars(nodes, mesh_vars) == {}
+    lambda_node(mesh, lam, "gpu2")
+    nodes, mesh_vars = mesh.load()
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    nodes[-1].ssh_key = str(key)
+    wanted = relaunch.control_vars(nodes, mesh_vars)
+    assert wanted["power_save_control_keys"] == {"gpu2": key.with_suffix(".pub").read_text().strip()}
+    assert KEY not in json.dumps(wanted) and "PRIVATE" not in json.dumps(wanted)
+    assert any(r.startswith("ansible") for r in wanted["power_save_control_requirements"])
+    assert not any(r.startswith(("mitogen", "pytest", "molecule")) for r in wanted["power_save_control_requirements"])
+    assert relaunch.control_vars(nodes, {"meshctl_head_copy": True}) == {}
+
+
+def test_the_heads_copy_of_mesh_yml(mesh, lam):
+    lambda_node(mesh, lam, "gpu2")
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("desk", "192.0.2.7", provider="local", state="active", ssh_key="/home/me/.ssh/id"))
+    nodes[-2].ssh_key = "/home/me/.ssh/id"
+    mesh.save(nodes, {"meshctl_vault_id": "mesh@prompt"})
+    data = yaml.safe_load(mesh.inventory.read_text())
+    copy = resources.plugin("filter.power_save").head_copy(data, "head", "/var/lib/meshctl/control/head_ed25519",
+                                                            ["gpu2"])  # fmt: skip
+    hosts = copy["all"]["hosts"]
+    assert hosts["head"]["ansible_connection"] == "local"
+    assert hosts["gpu2"]["ansible_ssh_private_key_file"] == "/var/lib/meshctl/control/head_ed25519"
+    assert "ansible_ssh_private_key_file" not in hosts["desk"]
+    assert "meshctl_vault_id" not in copy["all"]["vars"] and copy["all"]["vars"]["meshctl_head_copy"] is True
+    assert data["all"]["hosts"]["desk"]["ansible_ssh_private_key_file"] == "/home/me/.ssh/id"  # not changed
+    # meshctl reads the copy: the head local, the Lambda node with the head's key.
+    mesh.inventory.write_text(yaml.safe_dump(copy))
+    nodes, mesh_vars = mesh.load()
+    by_name = {n.name: n for n in nodes}
+    assert by_name["head"].connection == "local" and by_name["gpu2"].ssh_key.endswith("head_ed25519")
+    assert mesh_vars.get("meshctl_head_copy") is True
+    with pytest.raises(resources.plugin("filter.power_save").PowerSaveError):
+        resources.plugin("filter.power_save").head_copy({"all": {}}, "head", "k", [])
+
+
+def test_the_heads_key_is_registered_once_by_its_own_name(lam):
+    api = cloud.client("lambda", KEY)
+    public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadKey meshctl head"
+    name = relaunch.register_key(api, public)
+    assert name.startswith("meshctl-head-") and lam.ssh_keys[name] == public
+    posts = [r for r in lam.requests if r == ("POST", "/api/v1/ssh-keys")]
+    assert relaunch.register_key(api, public) == name  # registered already: not again
+    assert [r for r in lam.requests if r == ("POST", "/api/v1/ssh-keys")] == posts
+    lam.ssh_keys[name] = "ssh-ed25519 AAAAOther someone"
+    with pytest.raises(UsageError, match="another key"):
+        relaunch.register_key(api, public)
+
+
+def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(mesh, lam, tmp_path):
+    old = lambda_node(mesh, lam, "gpu2")
+    lam.backend.terminate(old)
+    spec = tmp_path / "gpu2.json"
+    spec.write_text(json.dumps({"instance": f"lambda:{old.id}", "instance_type": "gpu_1x_a10",
+                                "region": "us-east-1", "name": "gpu2"}))  # fmt: skip
+    key = tmp_path / "head_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    before = mesh.inventory.read_text()
+    lam.backend.capacity = 0
+    with pytest.raises(MeshctlError) as caught:
+        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+    assert caught.value.exit_code == 8 and "capacity" in str(caught.value).lower()
+    assert mesh.inventory.read_text() == before and spec.is_file()  # asked again by the next job
+    with pytest.raises(UsageError, match="no Lambda node"):
+        relaunch.relaunch_node(mesh, "head", spec, key, None, Notes(), say=lambda _m: None)
+    spec.write_text("{}")
+    with pytest.raises(UsageError, match="no instance type"):
+        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+
+
+def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path, monkeypatch):
+    old = lambda_node(mesh, lam, "gpu2")
+    lam.backend.terminate(old)
+    spec = tmp_path / "gpu2.json"
+    spec.write_text(json.dumps({"instance_type": "gpu_1x_a10", "region": "us-east-1", "name": "gpu2"}))
+    key = tmp_path / "head_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+
+    def no_ssh(host, port, timeout):
+        raise cloud.ProviderError(f"{host}:{port} did not answer on SSH within {timeout:.0f} s")
+
+    monkeypatch.setattr(cloud, "wait_for_ssh", no_ssh)
+    with pytest.raises(MeshctlError) as caught:
+        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+    launched = [m for m in lam.backend.machines.values() if m.id != old.id]
+    assert len(launched) == 1 and launched[0].state == "terminated" and launched[0].name == "gpu2"
+    assert f"lambda:{launched[0].id} was terminated" in caught.value.hint
+    assert lam.ssh_keys[relaunch.key_name(key.with_suffix(".pub").read_text())]  # the head's key, registered
+    assert launched[0].public_keys == [key.with_suffix(".pub").read_text().strip()]
