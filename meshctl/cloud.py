@@ -146,13 +146,19 @@ class MachineRow:
 
 
 def node_of(instance: dict, nodes: list[Node]) -> str | None:
-    """The node an instance is: the one that recorded it, else one at its SSH address and port."""
+    """The node an instance is: the one that recorded it, else one at its SSH address and port,
+    else (Lambda) the node it is named as, which the head launched it again for (the next
+    ``meshctl apply`` records it there: ``moved``)."""
     ref = instance_ref(instance)
     for node in nodes:
         if node.instance == ref:
             return node.name
     for node in nodes:
         if instance["ssh_host"] and node.host == instance["ssh_host"] and node.port == instance["ssh_port"]:
+            return node.name
+    for node in nodes:
+        if instance["provider"] == "lambda" and (node.instance or "").startswith("lambda:") and \
+                instance["name"] == node.name:  # fmt: skip
             return node.name
     return None
 

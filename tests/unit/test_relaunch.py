@@ -52,6 +52,8 @@ def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, la
     assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)  # the head's new instance bears the node's name
     assert new.ip != old.ip and stranger.id != new.id
+    rows = {r.id: r.node for r in cloud.machines(mesh, mesh.load()[0], mesh_vars)[0]}
+    assert rows == {new.id: "gpu2", stranger.id: None}  # `meshctl machines`: gpu2's, not forgotten
     assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True) == []
     assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == ["gpu2"]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
