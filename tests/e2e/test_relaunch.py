@@ -206,6 +206,8 @@ def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_agai
     assert f"gpu2: launched again by the head as lambda:{new[0].id}" in applied.stdout, applied.stdout[-3000:]
     host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["gpu2"]
     assert host["meshctl_instance"] == f"lambda:{new[0].id}" and host["ansible_host"] == new[0].ip
+    assert host["mesh_address"] == new[0].ip  # no tailnet in this bed: the mesh address is the SSH address
+    assert f"NodeAddr={new[0].ip} " in on_head("scontrol show node gpu2")  # Slurm reaches the new machine
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True, rows["gpu2"]

@@ -31,12 +31,13 @@ class Notes:
         self.lines.append(line)
 
 
-def lambda_node(mesh, lam, name):
+def lambda_node(mesh, lam, name, tailnet=True):
     cloud.add_account(mesh, {}, "lambda", KEY)
     machine = lam.add(name, "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
+    address = "100.64.0.3" if tailnet else machine.ip
     nodes.append(Node(name, machine.ip, user="ubuntu", provider="lambda", state="active",
-                      instance=f"lambda:{machine.id}", mesh_address="100.64.0.3"))  # fmt: skip
+                      instance=f"lambda:{machine.id}", mesh_address=address))  # fmt: skip
     mesh.save(nodes, mesh_vars)
     return machine
 
@@ -60,6 +61,19 @@ def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, la
     assert (node.host, node.instance, node.user) == (new.ip, f"lambda:{new.id}", "ubuntu")
     assert f"gpu2: launched again by the head as lambda:{new.id} at {new.ip}:22" in notes.lines[-1]
     assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []  # followed once
+    assert node.mesh_address == "100.64.0.3"  # its tailnet address: the run's tailscale role says the new one
+
+
+def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
+    old = lambda_node(mesh, lam, "gpu2", tailnet=False)
+    lam.backend.terminate(old)
+    new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
+    nodes, mesh_vars = mesh.load()
+    notes = Notes()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == ["gpu2"]
+    node = {n.name: n for n in mesh.load()[0]}["gpu2"]
+    assert node.host == node.mesh_address == new.ip != old.ip
+    assert f"gpu2: mesh address {old.ip} -> {new.ip}" in notes.lines[-1]
 
 
 def test_two_instances_bearing_the_name_are_not_guessed_between(mesh, lam):
