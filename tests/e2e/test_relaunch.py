@@ -123,6 +123,10 @@ def bed(tmp_path_factory):
     key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     backend = Instances()
+    stale = subprocess.run(["docker", "ps", "-aq", "--filter", "name=^relaunch-"], capture_output=True, text=True,
+                           check=False).stdout.split()  # fmt: skip
+    if stale:  # instances of a run that was cut short
+        subprocess.run(["docker", "rm", "-f", "-v", *stale], capture_output=True, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
     nodes.up("bookworm", say=lambda _m: None, spec=SPEC)
     nodes.authorize("relaunch-head", key.with_suffix(".pub").read_text())
