@@ -143,6 +143,7 @@ def bed(tmp_path_factory):
                 handle.write(f"power_save_pip_environment:\n  {CA}\n")
                 # The global SuspendTime an hour: only gpu2's own idle time can stop it within the test.
                 handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
+                handle.write("slurm_accounting: true\n")  # `meshctl usage`: cost per user on real accounting
             key_file = root / "lambda.key"
             key_file.write_text(KEY + "\n")
             key_file.chmod(0o600)
@@ -184,7 +185,7 @@ def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_agai
     assert "terminated (idle_terminate)" in on_head("cat /var/log/slurm/meshctl-power.log")
     # A job for it: the head launches a new instance and sets it up; slurmd registers; the job runs.
     submitted = time.monotonic()
-    job = on_head("sbatch --parsable -w gpu2 --wrap 'hostname'")
+    job = on_head("sbatch --parsable -w gpu2 --wrap 'hostname; sleep 10'")
     assert job.isdigit(), job
     ran = wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "COMPLETED") and time.monotonic(), 900, 3)
     if not ran:
@@ -215,6 +216,21 @@ def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_agai
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True, rows["gpu2"]
+    # Cost per user from Slurm's accounting: the job's share of gpu2 (its CPUs of gpu2's, no GPUs) at the
+    # instance's price; an 8x H100's price here, so the cost is more than a rounding.
+    new[0].price = 36.0
+    used = meshctl(root, "usage", "--json", env=env)
+    assert used.returncode == 0, used.stdout[-3000:] + used.stderr
+    report = json.loads(used.stdout)
+    mine = next(u for u in report["users"] if u["user"] == "root")
+    lines = on_head("sacct -X -n -P -u root -S today -o NodeList,ElapsedRaw,AllocTRES").split()
+    held = [(int(r.split("|")[1]), int(r.split("cpu=")[1].split(",")[0])) for r in lines if r.startswith("gpu2|")]
+    cpus = int(on_head("scontrol show node gpu2 | grep -o 'CPUTot=[0-9]*' | cut -d= -f2"))
+    cost = sum(36.0 * min(1.0, n / cpus) * secs / 3600 for secs, n in held)
+    assert held and sum(secs for secs, _n in held) >= 10 and "gpu2" in mine["nodes"], (report, lines)
+    assert abs(mine["cost"] - cost) <= 0.011 and mine["cost"] > 0, (report, lines, cpus)
+    assert abs(mine["cpu_hours"] - sum(n * secs for secs, n in held) / 3600) <= 0.002, (report, lines)
+    assert mine["gpu_hours"] == 0 and mine["jobs"] >= len(held), report
 
 
 def test_idle_again_it_is_terminated_again_and_a_launch_lambda_refuses_leaves_it_down_with_the_reason(bed):
