@@ -489,13 +489,16 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
 
 def resting_state(in_slurm: dict) -> str | None:
     """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``, ``reason``),
-    or None: stopped by power saving while idle (``idle~``), or being started for a job (``#``).
+    or None: stopped by power saving while idle (``idle~``), being stopped (``%``), or being started
+    for a job (``#``).
     A node Slurm took out (a reason, DOWN, DRAINED) is not resting."""
     state = in_slurm.get("state") or ""
     if in_slurm.get("reason") or state.rstrip("*~#!%$@^-+") in ("down", "drained", "draining", "fail", "absent"):
         return None
     if "~" in state:
         return "stopped while idle (idle_stop)"
+    if "%" in state:  # SuspendProgram ran: the machine goes away during the run
+        return "being stopped while idle (idle_stop)"
     if "#" in state:
         return "starting: a job asked for it"
     return None

@@ -386,7 +386,10 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
     # The pod runs on another SSH port now: apply records it there (its host key carried over: the
     # pod kept its host keys on the volume, so SSH accepts it) and reaches it.
     assert bed.machine.port != 22
+    hold = on("pod-head", "sbatch --parsable -w rp1 --wrap 'sleep 600'").strip()  # not stopped under the run
+    assert wait_for(lambda: "JobState=RUNNING" in on("pod-head", f"scontrol show job {hold}", check=False), 60, 1)
     applied = bed.meshctl("apply", "--limit", "rp1")
+    on("pod-head", f"scancel {hold}", check=False)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     assert f"rp1: runpod runs it at {POD}:{bed.machine.port} now (recorded {POD}:22)" in applied.stdout, applied.stdout
     host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["rp1"]

@@ -80,6 +80,12 @@ def job_state(job: str) -> str:
     return on_head(f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
 
 
+def held_on_gpu2() -> list[tuple[int, int]]:
+    """(seconds, CPUs) of each of root's jobs on gpu2 today, from Slurm's accounting."""
+    lines = on_head("sacct -X -n -P -u root -S today -o NodeList,ElapsedRaw,AllocTRES").split()
+    return [(int(r.split("|")[1]), int(r.split("cpu=")[1].split(",")[0])) for r in lines if r.startswith("gpu2|")]
+
+
 class Instances(DockerBackend):
     """Lambda's instances as Docker nodes: a launch is a new container at the next address."""
 
@@ -205,6 +211,9 @@ def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_agai
     assert out.strip() == container, out
     print(f"\nsbatch to RUNNING on a terminated Lambda node (launch + full setup by the head): "
           f"{ran - submitted:.0f} s")  # fmt: skip
+    # A job that holds gpu2 meanwhile: idle for idle_stop, it would be terminated under the run.
+    hold = on_head("sbatch --parsable -w gpu2 --wrap 'sleep 900'")
+    assert wait_for(lambda: job_state(hold) == "RUNNING", 60, 1), diagnosis(hold)
     # The control machine follows: the new instance, found by the node's name, reached with its own key.
     applied = meshctl(root, "apply", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
@@ -216,21 +225,24 @@ def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_agai
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True, rows["gpu2"]
-    # Cost per user from Slurm's accounting: the job's share of gpu2 (its CPUs of gpu2's, no GPUs) at the
-    # instance's price; an 8x H100's price here, so the cost is more than a rounding.
+    # Cost per user from Slurm's accounting: each job's share of gpu2 (its CPUs of gpu2's, no GPUs) at
+    # the instance's price; an 8x H100's price here, so the cost is more than a rounding. The holding
+    # job runs on: the cost lies between what accounting says before and after.
     new[0].price = 36.0
+    before = held_on_gpu2()
     used = meshctl(root, "usage", "--json", env=env)
+    after = held_on_gpu2()
     assert used.returncode == 0, used.stdout[-3000:] + used.stderr
     report = json.loads(used.stdout)
     mine = next(u for u in report["users"] if u["user"] == "root")
-    lines = on_head("sacct -X -n -P -u root -S today -o NodeList,ElapsedRaw,AllocTRES").split()
-    held = [(int(r.split("|")[1]), int(r.split("cpu=")[1].split(",")[0])) for r in lines if r.startswith("gpu2|")]
     cpus = int(on_head("scontrol show node gpu2 | grep -o 'CPUTot=[0-9]*' | cut -d= -f2"))
-    cost = sum(36.0 * min(1.0, n / cpus) * secs / 3600 for secs, n in held)
-    assert held and sum(secs for secs, _n in held) >= 10 and "gpu2" in mine["nodes"], (report, lines)
-    assert abs(mine["cost"] - cost) <= 0.011 and mine["cost"] > 0, (report, lines, cpus)
-    assert abs(mine["cpu_hours"] - sum(n * secs for secs, n in held) / 3600) <= 0.002, (report, lines)
-    assert mine["gpu_hours"] == 0 and mine["jobs"] >= len(held), report
+    low, high = (sum(36.0 * min(1.0, n / cpus) * secs / 3600 for secs, n in h) for h in (before, after))
+    assert sum(secs for secs, _n in before) >= 10 and "gpu2" in mine["nodes"], (report, before)
+    assert low - 0.011 <= mine["cost"] <= high + 0.011 and mine["cost"] > 0, (report, before, after, cpus)
+    cpu_low, cpu_high = (sum(n * secs for secs, n in h) / 3600 for h in (before, after))
+    assert cpu_low - 0.002 <= mine["cpu_hours"] <= cpu_high + 0.002, (report, before, after)
+    assert mine["gpu_hours"] == 0 and mine["jobs"] >= len(before), report
+    on_head(f"scancel {hold}")
 
 
 def test_idle_again_it_is_terminated_again_and_a_launch_lambda_refuses_leaves_it_down_with_the_reason(bed):

@@ -435,6 +435,7 @@ def test_apply_still_names_a_node_that_is_off_without_slurm_having_stopped_it(me
 def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
     assert membership.resting_state({"state": "idle~"}) == "stopped while idle (idle_stop)"
     assert membership.resting_state({"state": "idle#"}) == "starting: a job asked for it"
+    assert membership.resting_state({"state": "idle%"}) == "being stopped while idle (idle_stop)"
     assert membership.resting_state({"state": "alloc#"}) == "starting: a job asked for it"
     for off in ({"state": "down~"}, {"state": "idle~", "reason": "meshctl: paperspace could not start it"},
                 {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"}):  # fmt: skip
