@@ -1,6 +1,8 @@
 """End-to-end tests: the CLI over real SSH against Docker nodes."""
 
+import os
 import subprocess
+import sys
 import time
 
 
@@ -22,3 +24,22 @@ def wait_for(what, seconds: float, step: float = 2):
             return value
         time.sleep(step)
     return what()
+
+
+def meshctl_in(root, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """The real CLI, run in ROOT/lab (the mesh `init lab` made) or ROOT, with ENV added."""
+    cwd = root / "lab" if (root / "lab").exists() else root
+    env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False, env=env)  # fmt: skip
+
+
+def on_container(container: str, command: str) -> str:
+    """COMMAND's standard output on a Docker node (bash -c), stripped; never raises."""
+    return subprocess.run(["docker", "exec", container, "bash", "-c", command], capture_output=True, text=True,
+                          check=False).stdout.strip()  # fmt: skip
+
+
+def slurm_job_state(container: str, job: str) -> str:
+    """A job's state as the head (CONTAINER) says it: RUNNING, COMPLETED, ..."""
+    return on_container(container, f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")

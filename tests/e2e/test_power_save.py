@@ -21,7 +21,6 @@ That is the VM's boot, emulated; nothing of meshctl's is changed.
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import wait_for
+from tests.e2e import meshctl_in, on_container, slurm_job_state, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -43,14 +42,11 @@ SUITE = os.environ.get("MESHCTL_E2E_POWER_SUITE", "bookworm")
 
 
 def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cwd = root / "lab" if (root / "lab").exists() else root
-    return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, check=False, env={**os.environ, "COLUMNS": "200", **(env or {})})  # fmt: skip
+    return meshctl_in(root, *args, env=env, timeout=900)
 
 
 def on_head(command: str) -> str:
-    return subprocess.run(["docker", "exec", "power-head", "bash", "-c", command], capture_output=True, text=True,
-                          check=False).stdout.strip()  # fmt: skip
+    return on_container("power-head", command)
 
 
 def node_state() -> str:
@@ -64,7 +60,7 @@ def running(container: str) -> bool:
 
 
 def job_state(job: str) -> str:
-    return on_head(f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
+    return slurm_job_state("power-head", job)
 
 
 def on_node(command: str) -> str:

@@ -24,10 +24,8 @@ That is the VM's boot, emulated; nothing of meshctl's is changed.
 
 import itertools
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -36,7 +34,7 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import wait_for
+from tests.e2e import meshctl_in, on_container, slurm_job_state, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -62,14 +60,11 @@ chmod 755 /usr/sbin/slurmd
 
 
 def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cwd = root / "lab" if (root / "lab").exists() else root
-    return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=1200, check=False, env={**os.environ, "COLUMNS": "200", **(env or {})})  # fmt: skip
+    return meshctl_in(root, *args, env=env, timeout=1200)
 
 
 def on_head(command: str) -> str:
-    return subprocess.run(["docker", "exec", "relaunch-head", "bash", "-c", command], capture_output=True, text=True,
-                          check=False).stdout.strip()  # fmt: skip
+    return on_container("relaunch-head", command)
 
 
 def node_state() -> str:
@@ -77,7 +72,7 @@ def node_state() -> str:
 
 
 def job_state(job: str) -> str:
-    return on_head(f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
+    return slurm_job_state("relaunch-head", job)
 
 
 def held_on_gpu2() -> list[tuple[int, int]]:
