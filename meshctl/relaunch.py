@@ -143,8 +143,10 @@ def read_spec(path: Path) -> dict:
             f"cannot read the launch spec {path}: {exc}",
             hint="the node was not terminated by meshctl-power; start it with `meshctl launch`",
         ) from None
-    if not all(isinstance(spec.get(k), str) and spec.get(k) for k in ("instance_type", "region")):
-        raise UsageError(f"{path} names no instance type and region", hint="launch the node with `meshctl launch`")
+    plain = resources.plugin("module_utils.mesh_cloud_lambda").SPEC_RE  # what the suspend accepted from Lambda
+    if not all(isinstance(spec.get(k), str) and plain.fullmatch(spec[k]) for k in ("instance_type", "region")):
+        raise UsageError(f"{path} names no instance type and region (plain names)",
+                         hint="launch the node with `meshctl launch`")  # fmt: skip
     return spec
 
 

@@ -172,9 +172,10 @@ def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(m
     assert mesh.inventory.read_text() == before and spec.is_file()  # asked again by the next job
     with pytest.raises(UsageError, match="no Lambda node"):
         relaunch.relaunch_node(mesh, "head", spec, key, None, Notes(), say=lambda _m: None)
-    spec.write_text("{}")
-    with pytest.raises(UsageError, match="no instance type"):
-        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+    for bad in ({}, {"instance_type": "gpu_1x_a10; reboot", "region": "us-east-1"}, {"instance_type": 1}):
+        spec.write_text(json.dumps(bad))
+        with pytest.raises(UsageError, match="no instance type"):
+            relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
 
 
 def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path, monkeypatch):
