@@ -145,6 +145,13 @@ class MachineRow:
     node: str | None
 
 
+def relaunched_as(instance: dict, node: Node) -> bool:
+    """Whether INSTANCE may be NODE launched again by the head: a Lambda instance named as a
+    Lambda node (role power_save names a relaunched instance as its node)."""
+    return instance["provider"] == "lambda" and (node.instance or "").startswith("lambda:") and \
+        instance["name"] == node.name  # fmt: skip
+
+
 def node_of(instance: dict, nodes: list[Node]) -> str | None:
     """The node an instance is: the one that recorded it, else one at its SSH address and port,
     else (Lambda) the node it is named as, which the head launched it again for (the next
@@ -156,11 +163,7 @@ def node_of(instance: dict, nodes: list[Node]) -> str | None:
     for node in nodes:
         if instance["ssh_host"] and node.host == instance["ssh_host"] and node.port == instance["ssh_port"]:
             return node.name
-    for node in nodes:
-        if instance["provider"] == "lambda" and (node.instance or "").startswith("lambda:") and \
-                instance["name"] == node.name:  # fmt: skip
-            return node.name
-    return None
+    return next((node.name for node in nodes if relaunched_as(instance, node)), None)
 
 
 def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | None = None):
@@ -208,8 +211,8 @@ def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[No
         taken = {node.instance for node in nodes if node.instance}
         for node in nodes:
             inst = by_ref.get(node.instance or "")
-            if inst is None and name == "lambda" and (node.instance or "").startswith("lambda:"):
-                again = [i for ref, i in by_ref.items() if i["name"] == node.name and ref not in taken]
+            if inst is None:
+                again = [i for ref, i in by_ref.items() if relaunched_as(i, node) and ref not in taken]
                 inst = again[0] if len(again) == 1 else None
             if not inst or inst["status"] != "running" or not inst["ssh_host"] or not inst["ssh_port"]:
                 continue

@@ -438,10 +438,9 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
             progress.note(f"{node.name}: {provider} runs it at {host}:{port} now "
                           f"(recorded {node.host}:{node.port}); recorded there"
                           + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
-        if node.mesh_address == node.host != host and netaddr.valid_ipv4(host):  # no tailnet: it is the SSH one
-            progress.note(f"{node.name}: mesh address {node.mesh_address} -> {host} (its SSH address: no tailnet)")
-            node.mesh_address = host
-        node.host, node.port, node.instance = host, port, ref
+        was = node.move_to(host, port, ref)
+        if was:
+            progress.note(f"{node.name}: mesh address {was} -> {host} (its SSH address: no tailnet)")
     if moves:
         mesh.save(nodes, mesh_vars)
     return [node.name for node, *_rest in moves]

@@ -144,6 +144,16 @@ class Node:
                 raise InventoryError(f"node {self.name}: mesh_address {self.mesh_address} is not a node's address",
                                      hint="use the node's tailnet (or LAN) IPv4")  # fmt: skip
 
+    def move_to(self, host: str, port: int, instance: str | None) -> str | None:
+        """Record the node at HOST:PORT as INSTANCE (its provider moved it, or it is a new machine).
+        On a mesh without a tailnet the mesh address is the SSH address, and follows it; returns
+        the old mesh address when it did."""
+        old = None
+        if self.mesh_address == self.host != host and netaddr.valid_ipv4(host):
+            old, self.mesh_address = self.mesh_address, host
+        self.host, self.port, self.instance = host, port, instance
+        return old
+
     def hostvars(self) -> dict:
         hv = {
             "ansible_host": self.host,

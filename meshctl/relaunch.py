@@ -34,8 +34,6 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-import netaddr
-
 from meshctl import cloud, hostkeys, resources, ssh
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, Node
@@ -174,10 +172,8 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
             cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], launch_timeout)
             hostkeys.forget(mesh.known_hosts, node.host, node.port)
             hostkeys.forget(mesh.known_hosts, inst["ssh_host"], inst["ssh_port"])
-            if node.mesh_address == node.host and netaddr.valid_ipv4(inst["ssh_host"]):  # no tailnet: the SSH one
-                node.mesh_address = inst["ssh_host"]
-            node.host, node.port, node.user = inst["ssh_host"], int(inst["ssh_port"]), inst["ssh_user"]
-            node.instance, node.ssh_key = ref, str(key_file)
+            node.move_to(inst["ssh_host"], int(inst["ssh_port"]), ref)
+            node.user, node.ssh_key = inst["ssh_user"], str(key_file)
             if authorized is not None and authorized.is_file():
                 argv = ssh.ssh_argv(node.host, node.user, node.port, node.ssh_key, mesh.known_hosts)
                 done = ssh.run(argv, "umask 077; mkdir -p ~/.ssh; cat >> ~/.ssh/authorized_keys",
