@@ -22,7 +22,7 @@ test: venv engine images lint unit collection suites
 # The end-to-end tests and the Molecule scenarios at once: both mostly wait on daemons and timers
 # (idle times, heartbeats, requeues), and use their own networks and container names.
 suites: images collection-link
-	@scripts/together e2e 'pytest -q -m e2e' molecule 'molecule test --all'
+	@scripts/together e2e 'pytest -q -m e2e --durations=12' molecule 'molecule test --all'
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
