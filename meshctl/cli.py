@@ -28,6 +28,7 @@ COMMANDS = {
     "provider": "provider",
     "machines": "machines",
     "launch": "launch",
+    "offers": "offers",
     "usage": "usage",
     "doctor": "doctor",
     "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)

@@ -1,9 +1,11 @@
-"""Rented machines through their providers' APIs: accounts, instances, and which node each is.
+"""Rented machines through their providers' APIs: accounts, instances, offers, and which node each is.
 
 The clients are the collection's (``plugins/module_utils/mesh_cloud_<provider>.py``, one per
-provider, so the head can call them too); this module keeps the accounts (an API key per
-provider in ``secrets/providers/``, 0600, vault-encrypted when the mesh has a vault) and matches
-instances with nodes (a node records its instance as ``<provider>:<id>``).
+provider behind one interface, so the head can call them too); what a provider can do is its
+capabilities (``capabilities(provider)``), asked here instead of its name. This module keeps the
+accounts (an API key per provider in ``secrets/providers/``, 0600, vault-encrypted when the mesh has
+a vault), matches instances with nodes (a node records its instance as ``<provider>:<id>``), and
+lists and picks offers across the configured providers.
 """
 
 from __future__ import annotations
@@ -19,24 +21,33 @@ from meshctl.errors import ProviderError, UsageError
 from meshctl.mesh import RENTED, Mesh, Node, check_host
 from meshctl.vault import for_mesh, read_secret, write_secret
 
-PROVIDERS = RENTED
-KEY_FOLDER = "providers"  # under the mesh's secrets/
-MAX_KEY_BYTES = 4096
-KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")
-WHERE_KEYS = {
-    "lambda": "https://cloud.lambda.ai/api-keys",
-    "runpod": "https://console.runpod.io/user/settings (API Keys)",
-    "paperspace": "https://console.paperspace.com/settings/apikeys",
-}
-TARGET_RE = re.compile(r"^(lambda|runpod|paperspace):(.+)$")
-
-
-def module(provider: str):
-    return resources.plugin(f"module_utils.mesh_cloud_{provider}")
-
 
 def common():
     return resources.plugin("module_utils.mesh_cloud")
+
+
+PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)
+RELAUNCHED = common().with_capability("relaunch")  # no stop: terminated when idle, launched again by the head
+KEY_FOLDER = "providers"  # under the mesh's secrets/
+MAX_KEY_BYTES = 4096
+KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")
+TARGET_RE = re.compile(rf"^({'|'.join(PROVIDERS)}):(.+)$")
+GPU_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9 _.-]{0,40}?)(?::(\d{1,2}))?$")
+
+
+def module(provider: str):
+    return common().client_module(check_provider(provider))
+
+
+def capabilities(provider: str):
+    """What PROVIDER can do (its module's CAPABILITIES)."""
+    return module(provider).CAPABILITIES
+
+
+def provider_of(node: Node) -> str | None:
+    """The provider of NODE's recorded instance, or None."""
+    provider = (node.instance or "").split(":", 1)[0]
+    return provider if provider in PROVIDERS else None
 
 
 def check_provider(provider: str) -> str:
@@ -83,18 +94,16 @@ def stored_key(mesh: Mesh, mesh_vars: dict, provider: str) -> str:
     if not path.is_file():
         raise UsageError(
             f"the mesh has no {provider} account",
-            hint=f"`meshctl provider add {provider} --key-file FILE` (a key from {WHERE_KEYS[provider]})",
+            hint=f"`meshctl provider add {provider} --key-file FILE` (a key from {capabilities(provider).keys_url})",
         )
     return read_secret(path, for_mesh(mesh_vars)).decode().strip()
 
 
 def client(provider: str, key: str, prices: dict | None = None):
     """The provider's client (its API URL from MESHCTL_<PROVIDER>_API_URL when set); PRICES: $/h per
-    machine type, for a provider whose API gives none (Paperspace: ``paperspace_prices``)."""
+    machine type, for a provider whose API gives none (capability ``price`` is ``setting``)."""
     try:
-        if provider == "paperspace":
-            return module(provider).Client(key, prices=prices if isinstance(prices, dict) else {})
-        return module(provider).Client(key)
+        return module(provider).Client(key, prices=prices if isinstance(prices, dict) else {})
     except common().CloudError as exc:
         raise ProviderError(exc.message, hint=exc.hint) from None
 
@@ -102,15 +111,17 @@ def client(provider: str, key: str, prices: dict | None = None):
 def account(mesh: Mesh, mesh_vars: dict, provider: str):
     """The client of the mesh's account with PROVIDER (its stored key; ``<provider>_prices`` from
     mesh.yml or group_vars/all.yml where its API gives no price)."""
-    return client(provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars))
+    prices = mesh.setting(f"{provider}_prices", mesh_vars) if capabilities(provider).price == "setting" else None
+    return client(provider, stored_key(mesh, mesh_vars, provider), prices)
 
 
 def call(what, *args):
-    """Run a client call; its CloudError becomes a ProviderError (message and fix)."""
+    """Run a client call; its CloudError becomes a ProviderError (message and fix), or a UsageError
+    when the provider refused what the user asked for (kind ``invalid``)."""
     try:
         return what(*args)
     except common().CloudError as exc:
-        raise ProviderError(exc.message, hint=exc.hint) from None
+        raise (UsageError if exc.kind == "invalid" else ProviderError)(exc.message, hint=exc.hint) from None
 
 
 def add_account(mesh: Mesh, mesh_vars: dict, provider: str, key: str, check: bool = True) -> int:
@@ -143,12 +154,13 @@ class MachineRow:
     gpu_type: str
     price_per_hour: float | None
     node: str | None
+    cloud: str = ""
 
 
 def relaunched_as(instance: dict, node: Node) -> bool:
-    """Whether INSTANCE may be NODE launched again by the head: a Lambda instance named as a
-    Lambda node (role power_save names a relaunched instance as its node)."""
-    return instance["provider"] == "lambda" and (node.instance or "").startswith("lambda:") and \
+    """Whether INSTANCE may be NODE launched again by the head: an instance of a provider whose nodes
+    are launched again, named as a node of that provider (role power_save names it so)."""
+    return instance["provider"] in RELAUNCHED and provider_of(node) == instance["provider"] and \
         instance["name"] == node.name  # fmt: skip
 
 
@@ -178,15 +190,14 @@ def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | Non
     rows, problems = [], {}
     for name in providers:
         try:
-            found = call(
-                client(name, stored_key(mesh, mesh_vars, name), mesh.setting(f"{name}_prices", mesh_vars)).list
-            )
+            found = call(account(mesh, mesh_vars, name).list)
         except ProviderError as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             continue
         for inst in found:
             rows.append(MachineRow(name, inst["id"], inst["name"], inst["status"], inst["ssh_host"], inst["gpus"],
-                                   inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes)))  # fmt: skip
+                                   inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes),
+                                   inst.get("cloud") or ""))  # fmt: skip
     return rows, problems
 
 
@@ -236,9 +247,7 @@ def costing(rows: list[MachineRow]) -> tuple[float, list[MachineRow]]:
 
 def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> dict:
     """The one instance of PROVIDER named (or with the id) WANTED, running and reachable over SSH."""
-    found = call(
-        client(provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars)).list
-    )
+    found = call(account(mesh, mesh_vars, provider).list)
     matches = [i for i in found if i["id"] == wanted] or [i for i in found if i["name"] == wanted]
     if not matches:
         names = ", ".join(sorted(i["name"] or i["id"] for i in found)) or "none"
@@ -250,8 +259,12 @@ def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> di
                          hint=f"name it by id: `meshctl add-node {provider}:ID`")  # fmt: skip
     inst = matches[0]
     if inst["status"] != "running":
-        hint = ("start it in the provider's console, then add it" if module(provider).CAN_STOP
-                else "it cannot be started again: launch a new one")  # fmt: skip
+        if inst["status"] in ("starting", "stopping"):
+            hint = "wait until it runs (`meshctl machines` shows its status), then add it"
+        elif capabilities(provider).can_stop and inst["status"] != "terminated":
+            hint = "start it in the provider's console, then add it"
+        else:
+            hint = "it cannot be started again: launch a new one (`meshctl launch`)"
         raise UsageError(f"{provider} instance {wanted} is {inst['status']} ({inst['provider_status']})", hint=hint)
     if not inst["ssh_host"] or not inst["ssh_port"]:
         raise UsageError(f"{provider} instance {wanted} has no SSH address yet",
@@ -267,7 +280,7 @@ def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, 
     provider, wanted = match.groups()
     inst = find_instance(mesh, mesh_vars, provider, wanted)
     ssh = f"{inst['ssh_user']}@{inst['ssh_host']}:{inst['ssh_port']}"
-    return ssh, provider, instance_ref(inst), provider == "runpod"
+    return ssh, provider, instance_ref(inst), capabilities(provider).pod
 
 
 def node_prices(
@@ -339,24 +352,22 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
            timeout: float = LAUNCH_TIMEOUT, clock=None, sleep=None) -> dict:  # fmt: skip
     """Create an instance at PROVIDER and wait until it runs with an SSH address; returns it.
 
-    OPTIONS: ``region`` and ``ssh_key_names`` (Lambda), ``image`` and ``public_key`` (Runpod: its
-    images authorize PUBLIC_KEY), ``region`` and ``template_id`` (Paperspace).
+    OPTIONS: what a launch may name beyond the type and name (``mesh_cloud.LAUNCH_KEYS``: ``gpus``,
+    ``region``, ``ssh_key_names``, ``image``, ``public_key``, ``template_id``, ``cloud``, ``volume_gb``);
+    the provider's client says which it needs. A create that failed in a way that may have made the
+    instance all the same (a 5xx, a lost connection) is looked up by its name, and the error says
+    what may bill and how to delete it.
     """
     import time
 
     clock, sleep = clock or time.monotonic, sleep or time.sleep
     api = account(mesh, mesh_vars, check_provider(provider))
-    if provider == "lambda":
-        if not options.get("region") or not options.get("ssh_key_names"):
-            raise UsageError("a Lambda launch needs --region and --ssh-key-name (a key registered at Lambda)")
-        new_id = call(api.launch, kind, name, options["region"], options["ssh_key_names"])
-    elif provider == "runpod":
-        env = {"PUBLIC_KEY": options["public_key"]} if options.get("public_key") else {}
-        new_id = call(api.launch, kind, name, options.get("image") or RUNPOD_IMAGE, 1, 20, env)
-    else:
-        if not options.get("region") or not options.get("template_id"):
-            raise UsageError("a Paperspace launch needs --region and --template-id (an OS template's id)")
-        new_id = call(api.launch, kind, name, options["region"], options["template_id"])
+    keys = common().LAUNCH_KEYS
+    request = {k: v for k, v in {**options, "type": kind, "name": name}.items() if k in keys and v not in (None, "")}
+    try:
+        new_id = api.launch(request)
+    except common().CloudError as exc:
+        raise_for(common().created_anyway(api, name, exc))
     deadline = clock() + timeout
     while True:
         inst = call(api.get, new_id)
@@ -369,15 +380,93 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
         sleep(5)
 
 
-RUNPOD_IMAGE = "runpod/pytorch:2.1.0-py3.10-cuda11.8.0-devel-ubuntu22.04"
+def raise_for(error) -> None:
+    """Raise a client's CloudError as meshctl's error: the user's (``invalid``) or the provider's."""
+    raise (UsageError if error.kind == "invalid" else ProviderError)(error.message, hint=error.hint) from None
 
 
 def terminate(mesh: Mesh, mesh_vars: dict, ref: str) -> None:
     """Delete the instance REF (``provider:id``) at its provider."""
     provider, _, instance_id = ref.partition(":")
-    call(
-        client(
-            provider, stored_key(mesh, mesh_vars, provider), mesh.setting(f"{provider}_prices", mesh_vars)
-        ).terminate,
-        instance_id,
-    )
+    call(account(mesh, mesh_vars, provider).terminate, instance_id)
+
+
+# --- offers across providers --------------------------------------------------------------------
+
+
+@dataclass
+class Offer:
+    provider: str
+    type: str  # what a launch names (an instance type, a GPU type id)
+    gpu: str
+    gpus: int
+    price_per_hour: float
+    price_per_gpu: float
+    regions: list[str]
+    available: bool
+    cloud: str
+
+
+def parse_gpu(text: str | None) -> tuple[str | None, int | None]:
+    """``H100:8`` -> ("H100", 8); ``A10`` -> ("A10", None); None -> (None, None)."""
+    if not text:
+        return None, None
+    match = GPU_RE.match(text.strip())
+    if not match or (match.group(2) is not None and not 0 < int(match.group(2)) <= 64):
+        raise UsageError(f"--gpu {text!r} is not a GPU type with an optional count",
+                         hint="write it as TYPE or TYPE:COUNT, for example H100:8 or A10")  # fmt: skip
+    return match.group(1), int(match.group(2)) if match.group(2) else None
+
+
+def gpu_matches(wanted: str, *names: str) -> bool:
+    """Whether WANTED (``H100``, ``RTX 4090``, ``a10``) names the GPU of an offer called NAMES: its
+    letters and digits appear in one of them as a whole (``a10`` is not ``a100``)."""
+    chunks = re.findall(r"[a-z0-9]+", wanted.lower())
+    if not chunks:
+        return False
+    pattern = re.compile(r"(?<![a-z0-9])" + r"[^a-z0-9]*".join(map(re.escape, chunks)) + r"(?![0-9])")
+    return any(pattern.search(name.lower()) for name in names if name)
+
+
+def offers(mesh: Mesh, mesh_vars: dict, gpu: str | None = None, count: int | None = None,
+           provider: str | None = None) -> tuple[list[Offer], dict[str, str]]:  # fmt: skip
+    """What the configured providers (or PROVIDER) rent now, for GPU and COUNT when given, cheapest $/h
+    per GPU first, the available ones before the others; and the providers that could not be asked.
+    An offer a launch may scale (``max_gpus``) is shown for COUNT GPUs at COUNT times its price."""
+    providers = [check_provider(provider)] if provider else configured(mesh)
+    if provider and provider not in configured(mesh):
+        raise UsageError(f"the mesh has no {provider} account",
+                         hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
+    rows, problems = [], {}
+    for name in providers:
+        try:
+            found = call(account(mesh, mesh_vars, name).offers)
+        except (ProviderError, UsageError) as exc:
+            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            continue
+        for item in found:
+            if gpu and not gpu_matches(gpu, item["gpu"], item["type"]):
+                continue
+            gpus, price = item["gpus"], item["price_per_hour"]
+            if count is not None:
+                if count == gpus:
+                    pass
+                elif gpus == 1 and count <= item["max_gpus"]:
+                    gpus, price = count, round(price * count, 4)
+                else:
+                    continue
+            per_gpu = round(price / gpus, 4) if gpus else price
+            rows.append(Offer(name, item["type"], item["gpu"], gpus, price, per_gpu, list(item["regions"]),
+                              item["available"], item["cloud"]))  # fmt: skip
+    rows.sort(key=lambda o: (not o.available, o.price_per_gpu, o.price_per_hour, o.provider, o.type, o.cloud))
+    return rows, problems
+
+
+def cheapest(rows: list[Offer], max_price: float | None = None) -> Offer | None:
+    """The first available offer (ROWS as ``offers`` sorts them) at most MAX_PRICE $/h for the machine."""
+    return next((o for o in rows if o.available and (max_price is None or o.price_per_hour <= max_price)), None)
+
+
+def no_offer_sources(mesh: Mesh) -> list[str]:
+    """The configured providers whose API lists nothing to rent (``offers`` answers none by design)."""
+    return [p for p in configured(mesh) if capabilities(p).price == "setting"]

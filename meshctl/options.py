@@ -30,3 +30,18 @@ provider_option = click.option(
 mesh_address_option = click.option(
     "--mesh-address", "address", help="The node's mesh IPv4, when it is not its SSH address (before Tailscale)."
 )
+yes_option = click.option("-y", "--yes", is_flag=True, help="Do it without asking (what it costs is still printed).")
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask QUESTION (y/N) unless YES; without a terminal to ask on, refuse and say how to skip it."""
+    import sys
+
+    from meshctl.errors import UsageError
+
+    if yes:
+        return
+    if not sys.stdin or not sys.stdin.isatty():
+        raise UsageError(f"{question} (no terminal to ask on)", hint="pass -y to go ahead without asking")
+    if not click.confirm(question, default=False):
+        raise UsageError("nothing was done: you said no", hint="run it again and answer y, or pass -y")

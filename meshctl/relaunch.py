@@ -1,14 +1,15 @@
-"""A Lambda node terminated while idle, launched again and set up from scratch by the head.
+"""A node whose provider cannot stop (capability ``relaunch``), terminated while idle, launched again
+and set up from scratch by the head.
 
-Lambda has no stop: a node that opts in (``idle_terminate: true`` beside its ``idle_stop``) is
+A node of such a provider that opts in (``idle_terminate: true`` beside its ``idle_stop``) is
 terminated by Slurm's power saving when idle, and a job that needs it has the head launch a new
 instance of the same type in the same region, named as the node, and converge it as ``meshctl
 apply --limit NODE`` would: the same roles, the head's copy of the mesh (role power_save).
 
-On the control machine, every run with a Lambda node hands role power_save what the head needs
+On the control machine, every run with such a node hands role power_save what the head needs
 for that (``control_vars``): meshctl's own code as one archive whose bytes depend only on the
 files (so it is copied again only when it changed), the Python packages it needs, and the
-control machine's public key of each Lambda node (authorized on a new instance, so that the
+control machine's public key of each such node (authorized on a new instance, so that the
 control machine reaches it as before). The head's copy of ``mesh.yml`` is the role's work
 (filter ``head_copy``).
 
@@ -38,15 +39,14 @@ from meshctl import cloud, hostkeys, resources, ssh
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, Node
 
-PROVIDER = "lambda"  # the provider whose instances are launched again rather than started
 DATA_PARTS = ("playbooks", "roles", "plugins", "meta", "galaxy.yml")
 SKIP = ("__pycache__", ".pyc", ".pyo")
-KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at Lambda
+KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at the provider
 
 
 def relaunchable(nodes: list[Node]) -> list[Node]:
-    """The nodes the head may have to launch again: Lambda instances meshctl knows."""
-    return [n for n in nodes if (n.instance or "").startswith(f"{PROVIDER}:")]
+    """The nodes the head may have to launch again: instances of a provider that cannot stop."""
+    return [n for n in nodes if cloud.provider_of(n) in cloud.RELAUNCHED]
 
 
 def requirements() -> list[str]:
@@ -104,8 +104,8 @@ def code_archive() -> Path:
 
 
 def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
-    """What role power_save needs to give the head its relaunch service: empty without a Lambda
-    node, and on the head's own copy (its meshctl hands nothing on)."""
+    """What role power_save needs to give the head its relaunch service: empty without a node the
+    head may launch again, and on the head's own copy (its meshctl hands nothing on)."""
     wanted = relaunchable(nodes)
     if not wanted or mesh_vars.get("meshctl_head_copy"):
         return {}
@@ -123,14 +123,8 @@ def key_name(public_key: str) -> str:
 
 
 def register_key(api, public_key: str) -> str:
-    """The head's key's name at Lambda, registered first when it is not (one key per launch)."""
-    name = key_name(public_key)
-    known = cloud.call(api.ssh_keys)
-    if name not in known:
-        cloud.call(api.add_ssh_key, name, public_key)
-    elif known[name].split()[:2] != public_key.split()[:2]:
-        raise UsageError(f"Lambda holds another key named {name}", hint=f"delete {name} in Lambda's console")
-    return name
+    """The head's key's name at the provider, registered first when it is not (one key per launch)."""
+    return cloud.call(api.register_key, key_name(public_key), public_key)
 
 
 def read_spec(path: Path) -> dict:
@@ -141,7 +135,7 @@ def read_spec(path: Path) -> dict:
             f"cannot read the launch spec {path}: {exc}",
             hint="the node was not terminated by meshctl-power; start it with `meshctl launch`",
         ) from None
-    plain = resources.plugin("module_utils.mesh_cloud_lambda").SPEC_RE  # what the suspend accepted from Lambda
+    plain = cloud.common().PLAIN_RE  # what the suspend accepted from the provider
     if not all(isinstance(spec.get(k), str) and plain.fullmatch(spec[k]) for k in ("instance_type", "region")):
         raise UsageError(f"{path} names no instance type and region (plain names)",
                          hint="launch the node with `meshctl launch`")  # fmt: skip
@@ -159,13 +153,15 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
     with mesh.lock(f"relaunch {name}", wait=600):
         nodes, mesh_vars = mesh.load()
         node = next((n for n in nodes if n.name == name), None)
-        if node is None or not node.instance or not node.instance.startswith(f"{PROVIDER}:"):
-            raise UsageError(f"{name} is no Lambda node of this mesh", hint="`meshctl status` lists the nodes")
-        api = cloud.account(mesh, mesh_vars, PROVIDER)
+        provider = cloud.provider_of(node) if node is not None else None
+        if provider not in cloud.RELAUNCHED:
+            raise UsageError(f"{name} is no node the head launches again (its provider can stop it, or it has "
+                             "no instance)", hint="`meshctl status` lists the nodes")  # fmt: skip
+        api = cloud.account(mesh, mesh_vars, provider)
         public = Path(f"{key_file}.pub").read_text(encoding="utf-8").strip()
         key = register_key(api, public)
-        say(f"{name}: launching {spec['instance_type']} in {spec['region']} at Lambda (key {key})")
-        inst = cloud.launch(mesh, mesh_vars, PROVIDER, spec["instance_type"], name,
+        say(f"{name}: launching {spec['instance_type']} in {spec['region']} at {provider} (key {key})")
+        inst = cloud.launch(mesh, mesh_vars, provider, spec["instance_type"], name,
                             {"region": spec["region"], "ssh_key_names": [key]}, timeout=launch_timeout)  # fmt: skip
         ref = cloud.instance_ref(inst)
         try:

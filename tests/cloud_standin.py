@@ -1,11 +1,18 @@
 """TEST DOUBLE: stand-ins for the Lambda, Runpod and Paperspace APIs meshctl calls.
 
 One local HTTP server per provider, answering the documented endpoints meshctl uses with the
-documented response shapes (Lambda Cloud API v1, Runpod REST v1, Paperspace API v1), over a
+documented response shapes (Lambda Cloud API v1, Runpod REST API v2, Paperspace API v1), over a
 ``Backend`` of instances: in memory for unit tests, or Docker nodes of the local mesh (launch =
-a new container, stop = docker stop, terminate = docker rm) for end-to-end tests. The quirks the
-real services have are reproduced: Lambda has no stop; a Runpod pod's SSH port changes when it
-starts again and its container disk is wiped; 429s on demand; launches with no capacity.
+a new container, stop = docker stop, terminate = docker rm) for end-to-end tests. What it answers
+and what it accepts follow the schema files written from each provider's document
+(tests/schemas/<provider>.json, checked by tests/api_schemas.py): a request that does not match
+is refused as the provider refuses it (Runpod: 422 problem), every field the document requires
+is answered, lists are paged where the API pages them (Paperspace), errors have the documented
+shapes (Runpod: RFC 9457 problems). The quirks the real services have are reproduced: Lambda has
+no stop; a Runpod pod's SSH port changes when it starts again and its container disk is wiped;
+an action a pod's status does not allow is a 409; 429s on demand, with Runpod's RateLimit and
+Retry-After headers; launches with no capacity; a create that fails with a 5xx though it made
+the instance (``fail_create_after``).
 
 Never used by meshctl itself: tests point it here with MESHCTL_<PROVIDER>_API_URL.
 """
@@ -15,9 +22,12 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests import api_schemas
 
 PROVIDERS = ("lambda", "runpod", "paperspace")
 KEY = "standin-key-0123456789"  # the one key each stand-in accepts
@@ -34,11 +44,17 @@ class Machine:
     ip: str = "100.100.60.10"
     port: int = 22
     disk: dict = field(default_factory=dict)  # a Runpod pod's container disk: wiped on stop
-    start_cmd: list = field(default_factory=list)  # a Runpod pod's dockerStartCmd ([]: the image's)
+    args: str = ""  # a Runpod pod's args (its start command; "": the image's)
     env: dict = field(default_factory=dict)  # a Runpod pod's environment (PUBLIC_KEY: the key its image authorizes)
     region: str = "us-east-1"  # a Lambda instance's region
     keys: list = field(default_factory=list)  # a Lambda instance's SSH key names, and the public keys they name
     public_keys: list = field(default_factory=list)
+    cloud: str = "SECURE"  # a Runpod pod's cloud
+
+    @property
+    def start_cmd(self) -> list[str]:
+        """A pod's start command as words ([]: the image's own)."""
+        return shlex.split(self.args)
 
 
 class MemoryBackend:
@@ -146,7 +162,23 @@ class Standin:
         self.bind = bind
         self.backend = backend or MemoryBackend()
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, in order
+        self.bodies: list[tuple[str, str, object]] = []  # (method, path, JSON body) of every request
+        self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every answer
         self.fail_next: list[tuple[int, dict, dict]] = []  # (status, body, headers) answered before the real one
+        self.fail_create_after: int | None = None  # a create is done, then answered with this 5xx
+        self.page_size = 2  # Paperspace: the most machines one page holds here (its limit is honoured below it)
+        self.rate_limit: str | None = None  # Runpod: the RateLimit header of every answer (None: not sent)
+        # What can be rented: Lambda's instance types (regions with capacity), Runpod's GPU catalog.
+        self.instance_types = {
+            "gpu_1x_a10": ("NVIDIA A10 (24 GB PCIe)", 1, 75, ["us-east-1", "us-west-1"]),
+            "gpu_8x_h100_sxm5": ("NVIDIA H100 (80 GB SXM5)", 8, 2392, ["us-south-2"]),
+            "gpu_1x_h100_pcie": ("NVIDIA H100 (80 GB PCIe)", 1, 249, []),
+        }
+        self.gpu_types = [  # id, name, $/h secure, $/h community, max secure, max community, availability
+            ("NVIDIA RTX A5000", "RTX A5000", 0.27, 0.16, 8, 4, "HIGH"),
+            ("NVIDIA H100 80GB HBM3", "H100 SXM", 2.69, 0.0, 8, 0, "LOW"),
+            ("NVIDIA A100 80GB PCIe", "A100 PCIe", 1.64, 1.19, 8, 8, "NONE"),
+        ]
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((bind, 0), self._handler())
@@ -154,8 +186,7 @@ class Standin:
 
     @property
     def url(self) -> str:
-        base = {"lambda": "/api/v1", "runpod": "/v1", "paperspace": "/v1"}[self.provider]
-        return f"http://{self.bind}:{self.server.server_port}{base}"
+        return f"http://{self.bind}:{self.server.server_port}{api_schemas.load(self.provider)['base']}"
 
     def __enter__(self):
         self.thread.start()
@@ -175,10 +206,14 @@ class Standin:
         """The next TIMES requests get 429 Too Many Requests."""
         body = {
             "lambda": {"error": {"code": "global/too-many-requests", "message": "Too many requests"}},
-            "runpod": {"error": "rate limit exceeded"},
+            "runpod": self._error(429, "rate limit exceeded for the minute window"),
             "paperspace": {"code": "TOO_MANY_REQUESTS", "message": "Rate limit exceeded"},
         }[self.provider]
-        self.fail_next += [(429, body, {"Retry-After": retry_after})] * times
+        headers = {"Retry-After": retry_after}
+        if self.provider == "runpod":
+            headers["RateLimit"] = f'"minute";r=0;t={retry_after}, "hour";r=2800;t=1812'
+            headers["RateLimit-Policy"] = '"minute";q=60;w=60, "hour";q=3000;w=3600'
+        self.fail_next += [(429, body, headers)] * times
 
     # --- rendering, in each API's documented shape -------------------------------------------
 
@@ -196,22 +231,36 @@ class Standin:
                 "jupyter_token": "x", "jupyter_url": "https://jupyter.example", "is_reserved": False,
             }  # fmt: skip
         if self.provider == "runpod":
-            status = {"running": "RUNNING", "stopped": "EXITED", "terminated": "TERMINATED"}.get(m.state, "RUNNING")
+            status = {"running": "RUNNING", "stopped": "EXITED", "booting": "STARTING",
+                      "terminated": "TERMINATED"}.get(m.state, "RUNNING")  # fmt: skip
+            actions = {"RUNNING": ["stop", "restart", "terminate"], "EXITED": ["start", "terminate"],
+                       "STARTING": ["stop", "terminate"], "TERMINATED": []}[status]  # fmt: skip
             running = m.state == "running"
+            direct = {"host": m.ip, "port": m.port, "username": "root", "command": f"ssh root@{m.ip} -p {m.port}"}
             return {
-                "id": m.id, "name": m.name, "desiredStatus": status, "costPerHr": f"{m.price:.2f}",
-                "adjustedCostPerHr": m.price, "gpu": {"id": m.kind, "count": m.gpus, "displayName": m.kind},
-                "image": "runpod/pytorch:2.1.0-py3.10-cuda11.8.0-devel-ubuntu22.04", "ports": ["22/tcp"],
-                "publicIp": m.ip if running else None, "portMappings": {"22": m.port} if running else None,
-                "machineId": "s194cr8pls2z", "containerDiskInGb": 50, "volumeInGb": 20,
-                "volumeMountPath": "/workspace", "interruptible": False, "lastStatusChange": "Rented by User",
-                "dockerEntrypoint": [], "dockerStartCmd": list(m.start_cmd),
+                "id": m.id, "name": m.name, "status": status, "actions": actions,
+                "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404", "args": m.args, "disk": 50,
+                "mounts": {"persistent": {"size": 20, "path": "/workspace"}}, "ports": ["22/tcp"],
+                "env": {k: v for k, v in m.env.items() if k != "PUBLIC_KEY"}, "registry": None,
+                "gpu": {"id": m.kind, "count": m.gpus}, "cloud": m.cloud, "dataCenterId": "US-KS-2",
+                "cudaVersion": "12.8",
+                "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{m.id}-64411eb2",
+                                  "command": f"ssh {m.id}-64411eb2@ssh.runpod.io"},
+                        "direct": direct if running else None},
+                "template": None, "cost": m.price if running else 0.0, "locked": False,
+                "globalNetworking": {"enabled": False},
+                "runtime": {"uptime": 60, "ports": [{"private": 22, "public": m.port, "type": "tcp", "ip": m.ip}]}
+                if running else None,
+                "createdAt": "2026-11-24T10:00:00Z", "startedAt": "2026-11-24T10:02:00Z" if running else None,
             }  # fmt: skip
-        state = {"running": "ready", "stopped": "off", "booting": "starting"}.get(m.state, m.state)
+        state = {"running": "ready", "stopped": "off", "booting": "starting", "terminated": "off"}.get(m.state, m.state)
         return {
             "id": m.id, "name": m.name, "state": state, "machineType": m.kind, "os": "Ubuntu 22.04",
-            "publicIp": m.ip, "privateIp": "10.64.0.2", "region": "ny2", "cpus": 8, "ram": 48 * 2**30,
-            "storageTotal": 100 * 2**30, "autoShutdownEnabled": False, "dtCreated": "2026-11-24T10:00:00Z",
+            "agentType": "LinuxMachine", "publicIp": m.ip, "publicIpType": "dynamic", "privateIp": "10.64.0.2",
+            "networkId": None, "region": "ny2", "cpus": 8, "ram": 48 * 2**30, "storageTotal": 100 * 2**30,
+            "storageUsed": 12 * 2**30, "storageRate": 7, "usageRate": 0.76, "updatesPending": False,
+            "accelerators": [{"name": m.kind, "count": m.gpus, "memory": 16}] if m.gpus else None,
+            "autoShutdownEnabled": False, "dtCreated": "2026-11-24T10:00:00Z",
         }  # fmt: skip
 
     # --- the HTTP side ------------------------------------------------------------------------
@@ -225,8 +274,9 @@ class Standin:
 
             def _answer(self, status: int, body, headers: dict | None = None):
                 raw = json.dumps(body).encode() if body is not None else b""
+                problem = standin.provider == "runpod" and status >= 400
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/problem+json" if problem else "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
@@ -235,16 +285,33 @@ class Standin:
 
             def _handle(self, method: str):
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
                 with standin.lock:
                     standin.requests.append((method, self.path))
+                    standin.bodies.append((method, self.path, body))
                     if self.headers.get("Authorization") != f"Bearer {KEY}":
-                        return self._answer(401, standin._unauthorized())
+                        return self._reply(method, 401, standin._unauthorized())
                     if standin.fail_next:
                         status, payload, headers = standin.fail_next.pop(0)
-                        return self._answer(status, payload, headers)
-                    status, payload = standin.route(method, self.path, body)
-                return self._answer(status, payload)
+                        return self._reply(method, status, payload, headers)
+                    if raw and self.headers.get("Content-Type") != "application/json":
+                        return self._reply(method, 415, standin._error(415, "the body must be application/json"))
+                    wrong = api_schemas.request_problems(standin.provider, method, self.path, body)
+                    if wrong:
+                        return self._reply(method, 422 if standin.provider == "runpod" else 400,
+                                           standin._error(422 if standin.provider == "runpod" else 400,
+                                                          "the request does not match", wrong))  # fmt: skip
+                    status, payload = standin.route(method, self.path, body or {})
+                    headers = {"RateLimit": standin.rate_limit} if standin.rate_limit else {}
+                return self._reply(method, status, payload, headers)
+
+            def _reply(self, method: str, status: int, payload, headers: dict | None = None):
+                standin.answers.append((method, self.path, status, payload))
+                return self._answer(status, payload, headers)
 
             def do_GET(self):
                 self._handle("GET")
@@ -260,22 +327,37 @@ class Standin:
 
         return Handler
 
+    def _error(self, status: int, message: str, errors: list[str] | None = None, code: str = "") -> dict:
+        """An error answer in the provider's documented shape."""
+        if self.provider == "runpod":
+            titles = {400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 404: "Not Found",
+                      409: "Conflict", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
+                      429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway"}  # fmt: skip
+            problem = {"title": titles.get(status, "Error"), "status": status, "detail": message}
+            return {**problem, "errors": errors} if errors else problem
+        if self.provider == "lambda":
+            return {"error": {"code": code or "global/invalid-parameters", "message": message}}
+        return {"code": code or "BAD_REQUEST", "message": message}
+
     def _unauthorized(self) -> dict:
-        return {"lambda": {"error": {"code": "global/invalid-api-key", "message": "API key was invalid, expired, "
-                                     "or deleted.", "suggestion": "Check your API key or create a new one"}},
-                "runpod": {"error": "invalid api key"},
-                "paperspace": {"code": "UNAUTHORIZED", "message": "Unauthorized"}}[self.provider]  # fmt: skip
+        if self.provider == "lambda":
+            return {"error": {"code": "global/invalid-api-key", "message": "API key was invalid, expired, or deleted.",
+                              "suggestion": "Check your API key or create a new one"}}  # fmt: skip
+        return self._error(401, "invalid api key", code="UNAUTHORIZED")
 
     def _not_found(self, what: str) -> tuple[int, dict]:
-        return 404, {"lambda": {"error": {"code": "global/object-does-not-exist", "message": f"{what} not found"}},
-                     "runpod": {"error": f"{what} not found"},
-                     "paperspace": {"code": "NOT_FOUND", "message": f"{what} not found"}}[self.provider]  # fmt: skip
+        return 404, self._error(404, f"{what} not found", code="global/object-does-not-exist"
+                                if self.provider == "lambda" else "NOT_FOUND")  # fmt: skip
 
     def _live(self) -> list[Machine]:
         return [m for m in self.backend.machines.values() if m.state != "terminated"]
 
     def route(self, method: str, path: str, body) -> tuple[int, object]:
-        path = path.split("?", 1)[0]
+        from urllib.parse import parse_qsl
+
+        path, _, query = path.partition("?")
+        if self.provider == "paperspace":
+            return self._route_paperspace(method, path, body or {}, dict(parse_qsl(query)))
         return getattr(self, f"_route_{self.provider}")(method, path, body or {})
 
     def _route_lambda(self, method, path, body):
@@ -301,6 +383,14 @@ class Standin:
             machine.public_keys = [self.ssh_keys[n] for n in names]
             self.backend.created(machine)
             return 200, {"data": {"instance_ids": [machine.id]}}
+        if path == "/api/v1/instance-types" and method == "GET":
+            return 200, {"data": {
+                name: {"instance_type": {"name": name, "description": f"{gpus}x {gpu}", "gpu_description": gpu,
+                                         "price_cents_per_hour": cents,
+                                         "specs": {"vcpus": 30 * gpus, "memory_gib": 200 * gpus,
+                                                   "storage_gib": 1400, "gpus": gpus}},
+                       "regions_with_capacity_available": [{"name": r, "description": r} for r in regions]}
+                for name, (gpu, gpus, cents, regions) in self.instance_types.items()}}  # fmt: skip
         if path == "/api/v1/ssh-keys" and method == "GET":
             return 200, {"data": [{"id": f"key{i}", "name": name, "public_key": key}
                                   for i, (name, key) in enumerate(sorted(self.ssh_keys.items()))]}  # fmt: skip
@@ -323,55 +413,87 @@ class Standin:
         return 404, {"error": {"code": "global/not-found", "message": f"no route {method} {path}"}}  # no stop
 
     def _route_runpod(self, method, path, body):
-        if path == "/v1/pods" and method == "GET":
-            return 200, [self.render(m) for m in self._live()]
-        if path == "/v1/pods" and method == "POST":
+        if path == "/v2/pods" and method == "GET":
+            return 200, {"pods": [self.render(m) for m in self._live()]}
+        if path == "/v2/catalog/gpus" and method == "GET":
+            gpus = []
+            for gpu_id, name, secure, community, most_secure, most_community, availability in self.gpu_types:
+                item = {"id": gpu_id, "name": name, "pool": None, "manufacturer": "NVIDIA", "memory": 80,
+                        "secure": secure > 0, "community": community > 0,
+                        "price": {"secure": secure, "community": community},
+                        "maxCount": {"secure": most_secure, "community": most_community},
+                        "availability": availability}  # fmt: skip
+                if availability != "NONE":
+                    item["dataCenters"] = [{"id": "US-KS-2", "name": "US Kansas 2", "availability": availability}]
+                gpus.append(item)
+            return 200, {"gpus": gpus}
+        if path == "/v2/pods" and method == "POST":
             if self.backend.capacity <= 0:
-                return 500, {"error": "create pod: There are no longer any instances available with the requested "
-                             "specifications. Please refresh and try again."}  # fmt: skip
+                return 400, self._error(400, "create pod: There are no longer any instances available with the "
+                                        "requested specifications. Please refresh and try again.")  # fmt: skip
             self.backend.capacity -= 1
-            gpu = (body.get("gpuTypeIds") or ["NVIDIA RTX A5000"])[0]
-            machine = self.add(body.get("name") or "", gpu, int(body.get("gpuCount", 1)), 0.27)
-            machine.env = dict(body.get("env") or {})
+            gpu = body["gpu"]
+            price = next((g[2] if body.get("cloud", "SECURE") == "SECURE" else g[3] for g in self.gpu_types
+                          if g[0] == gpu["id"]), 0.27)  # fmt: skip
+            machine = self.add(body["name"], gpu["id"], int(gpu.get("count", 1)), price * int(gpu.get("count", 1)))
+            machine.env, machine.cloud = dict(body.get("env") or {}), body.get("cloud", "SECURE")
+            machine.args = body.get("args", "")
             self.backend.created(machine)
+            if self.fail_create_after:  # the pod exists and bills; the answer says it failed
+                return self.fail_create_after, self._error(self.fail_create_after, "upstream request failed")
             return 201, self.render(machine)
-        m = re.fullmatch(r"/v1/pods/([\w-]+)(/start|/stop)?", path)
+        m = re.fullmatch(r"/v2/pods/([\w-]+)(/action)?", path)
         machine = self.backend.machines.get(m.group(1)) if m else None
         if machine is None or machine.state == "terminated":
             return self._not_found("pod")
         if method == "GET" and not m.group(2):
             return 200, self.render(machine)
-        if method == "PATCH" and not m.group(2):  # "Update a Pod, potentially triggering a reset"
-            command = body.get("dockerStartCmd") if isinstance(body, dict) else None
-            if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
-                return 400, {"error": "dockerStartCmd must be an array of strings"}
-            changed, machine.start_cmd = command != machine.start_cmd, command
-            if changed and machine.state == "running":
-                self.backend.reset(machine)
+        if method == "PATCH" and not m.group(2):  # only the fields in the body change
+            if "args" in body:
+                changed, machine.args = body["args"] != machine.args, body["args"]
+                if changed and machine.state == "running":  # a new start command: the container is made anew
+                    self.backend.reset(machine)
+            if "name" in body:
+                machine.name = body["name"]
             return 200, self.render(machine)
-        if method == "POST" and m.group(2) == "/stop":
-            machine.disk.clear()  # the container disk is wiped; the volume (/workspace) is kept
-            self.backend.stop(machine)
-            return 200, self.render(machine)
-        if method == "POST" and m.group(2) == "/start":
-            if self.backend.capacity <= 0:
-                return 500, {"error": "There are not enough free GPUs on the host machine to start this pod."}
-            self.backend.start(machine, new_port=True)  # a pod's SSH port changes when it starts again
+        if method == "POST" and m.group(2):
+            action = body["action"]
+            if action not in self.render(machine)["actions"]:
+                return 409, self._error(409, f"cannot {action} a pod that is {self.render(machine)['status']}")
+            if action == "stop":
+                machine.disk.clear()  # the container disk is wiped; the volume (/workspace) is kept
+                self.backend.stop(machine)
+            elif action == "start":
+                if self.backend.capacity <= 0:
+                    return 400, self._error(400, "There are not enough free GPUs on the host machine to start this "
+                                            "pod.")  # fmt: skip
+                self.backend.start(machine, new_port=True)  # a pod's SSH port changes when it starts again
+            elif action == "terminate":
+                self.backend.terminate(machine)
+                return 204, None
             return 200, self.render(machine)
         if method == "DELETE" and not m.group(2):
             self.backend.terminate(machine)
             return 204, None
-        return 404, {"error": f"no route {method} {path}"}
+        return 404, self._error(404, f"no route {method} {path}")
 
-    def _route_paperspace(self, method, path, body):
+    def _route_paperspace(self, method, path, body, query=None):
         if path == "/v1/machines" and method == "GET":
-            return 200, {"hasMore": False, "nextPage": None, "items": [self.render(m) for m in self._live()]}
+            live = self._live()
+            size = min(self.page_size, int((query or {}).get("limit", 120)))
+            start = next((i + 1 for i, m in enumerate(live) if m.id == (query or {}).get("after")), 0)
+            page = live[start : start + size]
+            more = start + size < len(live)
+            return 200, {"hasMore": more, "nextPage": page[-1].id if more else None,
+                         "items": [self.render(m) for m in page]}  # fmt: skip
         if path == "/v1/machines" and method == "POST":
             if self.backend.capacity <= 0:
                 return 400, {"code": "BAD_REQUEST", "message": "Machine type is out of capacity in this region"}
             self.backend.capacity -= 1
             kind = body.get("machineType", "A4000")
             machine = self.add(body.get("name") or "", kind, 1, 0.76)
+            if self.fail_create_after:
+                return self.fail_create_after, self._error(self.fail_create_after, "internal error", code="INTERNAL")
             return 200, {"data": self.render(machine), "event": {"id": "ev1", "name": "create", "state": "new"}}
         m = re.fullmatch(r"/v1/machines/([\w-]+)(/start|/stop)?", path)
         machine = self.backend.machines.get(m.group(1)) if m else None
@@ -387,4 +509,4 @@ class Standin:
         if method == "DELETE" and not m.group(2):
             self.backend.terminate(machine)
             return 200, {"data": self.render(machine), "event": {"id": "ev3", "name": "delete", "state": "new"}}
-        return 404, {"code": "NOT_FOUND", "message": f"no route {method} {path}"}
+        return 404, self._error(404, f"no route {method} {path}", code="NOT_FOUND")

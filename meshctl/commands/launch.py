@@ -9,37 +9,82 @@ import click
 from meshctl import cloud, display, membership, runner
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, check_name
-from meshctl.options import mesh_option, ssh_key_option, verbose_option, wait_option
+from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 
 
 @click.command("launch")
-@click.argument("provider", type=click.Choice(cloud.PROVIDERS))
-@click.option("--type", "kind", required=True,
+@click.argument("provider", required=False, type=click.Choice(cloud.PROVIDERS))
+@click.option("--type", "kind",
               help="Instance type (Lambda: gpu_1x_a10), GPU type id (Runpod: NVIDIA RTX A5000) or machine type "
               "(Paperspace: A4000).")  # fmt: skip
+@click.option("--gpu", help="Rent the cheapest available offer of this GPU instead of naming a type: H100:8, A10.")
+@click.option("--provider", "only", type=click.Choice([*cloud.PROVIDERS, "any"]), default="any", show_default=True,
+              help="With --gpu: the provider to rent from.")  # fmt: skip
+@click.option("--max-price", type=click.FloatRange(min=0), help="With --gpu: the most $/h the machine may cost.")
 @click.option("--name", required=True, help="The instance's name at the provider, and the node's name.")
-@click.option("--region", help="Region (Lambda: us-east-1; Paperspace: ny2).")
+@click.option("--region", help="Region (Lambda: us-east-1; Paperspace: ny2). With --gpu: Lambda's first with capacity.")
 @click.option("--ssh-key-name", "ssh_key_names", multiple=True, help="Lambda: a key registered at Lambda.")
 @click.option("--template-id", help="Paperspace: the OS template's id.")
-@click.option("--image", help=f"Runpod: the container image (default {cloud.RUNPOD_IMAGE}).")
+@click.option("--image", help="Runpod: the container image (default: an official PyTorch image that starts sshd).")
+@click.option("--cloud", "cloud_type", type=click.Choice(["SECURE", "COMMUNITY"], case_sensitive=False),
+              help="Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by "
+              "third parties).")  # fmt: skip
+@yes_option
 @ssh_key_option
 @mesh_option
 @wait_option
 @verbose_option
-def command(provider, kind, name, region, ssh_key_names, template_id, image, ssh_key, mesh_dir, wait,
-            verbosity) -> None:  # fmt: skip
-    """Create an instance at PROVIDER, wait for its SSH, and add it as node NAME (as add-node does)."""
+def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, template_id, image, cloud_type, yes,
+            ssh_key, mesh_dir, wait, verbosity) -> None:  # fmt: skip
+    """Create an instance at PROVIDER (or the cheapest offer of --gpu), wait for its SSH, and add it as
+    node NAME (as add-node does). Asks before renting unless -y."""
     check_name(name)
+    if gpu and (provider or kind):
+        raise UsageError("--gpu picks the provider and the type itself", hint="pass either --gpu or PROVIDER --type")
+    if not gpu and not (provider and kind):
+        raise UsageError("say what to rent", hint="`meshctl launch PROVIDER --type T --name N`, or "
+                         "`meshctl launch --gpu H100:8 --name N` for the cheapest offer")  # fmt: skip
     mesh = Mesh.find(mesh_dir)
-    options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image}
-    if provider == "runpod" and ssh_key:  # Runpod's images authorize the key given as PUBLIC_KEY
-        public = Path(ssh_key + ".pub")
-        if not public.is_file():
-            raise UsageError(f"{public} is missing", hint="Runpod needs the public half of --ssh-key beside it")
-        options["public_key"] = public.read_text().strip()
     nodes, mesh_vars = mesh.load()
     if any(n.name == name for n in nodes):
         raise UsageError(f"a node named {name} is already in the mesh", hint="pick another --name")
+    options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image,
+               "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
+    price = None
+    if gpu:
+        wanted, count = cloud.parse_gpu(gpu)
+        rows, problems = cloud.offers(mesh, mesh_vars, wanted, count or 1, None if only == "any" else only)
+        chosen = cloud.cheapest(rows, max_price)
+        for where, said in problems.items():
+            display.echo(f"{where} could not be asked: {said}", err=True)
+        if chosen is None:
+            cheaper = cloud.cheapest(rows)
+            raise UsageError(f"no available offer of {gpu}" + (f" at most ${max_price:.2f}/h" if max_price is not None
+                             else "") + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h" if cheaper else ""),
+                             hint="`meshctl offers --gpu " + gpu + " --all` lists what there is")  # fmt: skip
+        provider, kind, price = chosen.provider, chosen.type, chosen.price_per_hour
+        options["gpus"] = chosen.gpus
+        if chosen.cloud:
+            options["cloud"] = chosen.cloud
+        if not region and chosen.regions and "region" in cloud.capabilities(provider).launch_needs:
+            options["region"] = chosen.regions[0]
+        where = ", ".join(part for part in (kind, chosen.cloud, options.get("region")) if part)
+        display.echo(f"cheapest available {gpu}: {chosen.gpus} x {chosen.gpu} at {provider} ({where}), ${price:.2f}/h")
+    can = cloud.capabilities(provider)
+    if can.pod and ssh_key:  # the pod's image authorizes the key given as PUBLIC_KEY
+        public = Path(ssh_key + ".pub")
+        if not public.is_file():
+            raise UsageError(f"{public} is missing", hint=f"{can.title} needs the public half of --ssh-key beside it")
+        options["public_key"] = public.read_text().strip()
+    missing = [need for need in can.launch_needs if not options.get(need)]
+    if missing:
+        flags = ", ".join("--" + need.replace("_", "-") for need in missing)
+        raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
+    if options.get("cloud") == "COMMUNITY":
+        display.echo("Community Cloud: the host is run by a third party, whose root can read and change the node "
+                     "(docs/trust.md)")  # fmt: skip
+    cost = f" at ${price:.2f}/h" if price is not None else ""
+    confirm(f"rent a {kind} at {can.title}{cost} as {name}? It bills until it is stopped or deleted", yes)
     display.echo(f"launching {kind} at {provider} as {name} ...")
     inst = cloud.launch(mesh, mesh_vars, provider, kind, name, options)
     display.echo(f"{provider} instance {inst['id']} runs at {inst['ssh_host']}:{inst['ssh_port']}; waiting for SSH")

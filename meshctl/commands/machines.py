@@ -30,7 +30,7 @@ def command(provider, as_json, mesh_dir) -> None:
     else:
         display.table(
             "Machines",
-            ["provider", "id", "name", "status", "ssh_host", "gpus", "gpu_type", "$/h", "node"],
+            ["provider", "id", "name", "status", "ssh_host", "gpus", "gpu_type", "$/h", "cloud", "node"],
             [
                 [
                     r.provider,
@@ -41,6 +41,7 @@ def command(provider, as_json, mesh_dir) -> None:
                     str(r.gpus),
                     r.gpu_type,
                     display.dollars(r.price_per_hour, "?"),
+                    r.cloud or "-",
                     r.node or ("NOT IN MESH" if r in forgotten else "-"),
                 ]
                 for r in rows
@@ -48,6 +49,11 @@ def command(provider, as_json, mesh_dir) -> None:
         )
         display.echo(f"running: ${total:.2f}/h" + (f"; {len(forgotten)} cost money outside the mesh "
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
+        if any(r.cloud == "COMMUNITY" for r in rows):
+            display.echo(
+                "COMMUNITY: Runpod's Community Cloud runs the pod on a host of a third party, whose root "
+                "can read and change the node and, through it, act in the cluster (docs/trust.md)"
+            )
         if not cloud.configured(mesh):
             display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
     if problems:

@@ -6,7 +6,7 @@ import click
 
 from meshctl import completion, display, membership, runner
 from meshctl.mesh import Mesh
-from meshctl.options import mesh_option, verbose_option, wait_option
+from meshctl.options import confirm, mesh_option, verbose_option, wait_option, yes_option
 
 
 @click.command("remove-node")
@@ -15,17 +15,22 @@ from meshctl.options import mesh_option, verbose_option, wait_option
 @click.option("--timeout", type=click.FloatRange(min=0), default=3600, show_default=True,
               help="Seconds to wait for the node's jobs.")  # fmt: skip
 @click.option("--terminate", is_flag=True, help="Then delete the machine at its provider (added as PROVIDER:NAME).")
+@yes_option
 @mesh_option
 @wait_option
 @verbose_option
-def command(name, force, timeout, terminate, mesh_dir, wait, verbosity) -> None:
+def command(name, force, timeout, terminate, yes, mesh_dir, wait, verbosity) -> None:
     """Drain NAME in Slurm, wait for its jobs, stop it, remove it from Slurm, the head and the inventory.
 
-    Only NAME (when it can be reached) and the head are contacted.
+    Only NAME (when it can be reached) and the head are contacted. With --terminate, asks before
+    deleting the machine unless -y.
     """
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"remove-node {name}", wait=wait):
         nodes, mesh_vars = mesh.load()
+        node = next((n for n in nodes if n.name == name), None)
+        if terminate and node is not None and node.instance:
+            confirm(f"delete {node.instance} at its provider after {name} leaves? Its disk goes with it", yes)
         membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
                                verbosity=verbosity, terminate=terminate)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

@@ -3,26 +3,21 @@
 
 A node is stopped when idle only if it asks (``idle_stop: 30m`` as a host variable, or its
 provider's entry in ``mesh_idle_stop_by_provider``), is a provider's instance meshctl knows
-(``meshctl_instance``), and its provider can stop and start it again with the node intact:
-Paperspace (a stopped machine keeps its disk), and a Runpod pod in pod mode (``mesh_pod``): a
-stopped pod loses its container disk but keeps its volume, where role pod keeps the node's setup;
-its plan entry carries the start command (the volume's ``rejoin`` script) the head gives the pod
-before it stops it. Never the head or a desktop. A Lambda instance has no stop: only when the node
-opts in (``idle_terminate: true``) is it terminated when idle, and launched again and set up from
-scratch by the head when a job needs it (its entry says ``relaunch``).
+(``meshctl_instance``), and its provider's capabilities (``mesh_cloud.capabilities``) let it come back
+intact: a provider that stops an instance with its disk (``keeps_disk``), or one that keeps only a
+volume (``keeps_volume``: a pod) when the node runs in pod mode (``mesh_pod``), where role pod keeps the
+node's setup; such an entry carries the start command (the volume's ``rejoin`` script) the head gives
+the instance before it stops it. Never the head or a desktop. A provider that cannot stop
+(``relaunch``): only when the node opts in (``idle_terminate: true``) is it terminated when idle, and
+launched again and set up from scratch by the head when a job needs it (its entry says ``relaunch``).
 """
 
 from __future__ import annotations
 
 import re
 
-CAN_RESUME = ("paperspace", "runpod")
-WHY_NOT = {
-    "lambda": "Lambda has no stop (an instance bills until it is terminated): `idle_terminate: true` lets Slurm "
-    "terminate it when idle and the head launch and set up a new one when a job needs it",
-}
-RELAUNCHED = ("lambda",)  # no stop: terminated when idle (opt-in), launched again and set up from scratch
-KEEPS_ON_VOLUME = ("runpod",)  # stopped, the instance keeps only its volume: the setup comes back from there
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import PROVIDERS, capabilities
+
 DURATION = re.compile(r"^(\d+)\s*(s|m|h|d)?$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 MINIMUM = 60  # seconds: Slurm's power-saving thread looks about once a minute
@@ -65,25 +60,30 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
         if not seconds:
             continue
         instance = hv.get("meshctl_instance") or ""
+        kind, _, instance_id = instance.partition(":")
+        can = capabilities(kind) if kind in PROVIDERS else None
+        entry = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": seconds}
         if "head" in (hv.get("meshctl_roles") or []):
             refused[name] = "the head is never stopped (every node needs it)"
-        elif not instance:
+        elif not instance or can is None:
             refused[name] = "it is no provider's instance meshctl knows (add it as PROVIDER:NAME)"
-        elif instance.split(":", 1)[0] in RELAUNCHED and hv.get("idle_terminate") is True:
-            kind, _, instance_id = instance.partition(":")
-            plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": seconds,
-                          "relaunch": True}  # fmt: skip
-        elif instance.split(":", 1)[0] not in CAN_RESUME:
-            refused[name] = WHY_NOT.get(instance.split(":", 1)[0], "its provider cannot stop and start it")
-        elif instance.split(":", 1)[0] in KEEPS_ON_VOLUME and not (hv.get("mesh_pod") and volume):
+        elif can.relaunch and hv.get("idle_terminate") is True:
+            plan[name] = {**entry, "relaunch": True}
+        elif can.relaunch:
             refused[name] = (
-                "a stopped Runpod pod keeps only its volume: meshctl brings a node back from there in pod mode "
-                "(mesh_pod: true) with a volume (mesh_pod_volume)"
+                f"{can.title} has no stop (an instance bills until it is terminated): `idle_terminate: true` lets "
+                "Slurm terminate it when idle and the head launch and set up a new one when a job needs it"
+            )
+        elif not can.can_stop:
+            refused[name] = f"{can.title} cannot stop and start an instance"
+        elif not can.keeps_disk and not (hv.get("mesh_pod") and volume):
+            refused[name] = (
+                f"a stopped {can.title} instance keeps only its volume: meshctl brings a node back from there in "
+                "pod mode (mesh_pod: true) with a volume (mesh_pod_volume)"
             )
         else:
-            kind, _, instance_id = instance.partition(":")
-            plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": seconds}
-            if kind in KEEPS_ON_VOLUME:
+            plan[name] = entry
+            if not can.keeps_disk:
                 plan[name]["start_command"] = ["bash", f"{volume}/{pod_keep}/rejoin"]
     return {"nodes": plan, "refused": refused}
 

@@ -361,7 +361,7 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
     # Idle: the head's program gives the pod its rejoin start command and stops it.
     assert wait_for(lambda: on("pod-head", "sinfo -hN -n rp1 -o %T").strip().endswith("~") and not pod_running(),
                     idle + 180), pod_diagnosis()  # fmt: skip
-    assert ("PATCH", f"/v1/pods/{bed.machine.id}") in bed.api.requests
+    assert ("PATCH", f"/v2/pods/{bed.machine.id}", {"args": "bash /workspace/.meshctl/rejoin"}) in bed.api.bodies
     assert bed.machine.start_cmd == ["bash", "/workspace/.meshctl/rejoin"] and bed.machine.state == "stopped"
     # A job for it: started again as a new container, it restores the node from its volume.
     submitted = time.monotonic()
@@ -375,7 +375,7 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
         pytest.fail(f"the job never completed on the pod started again:\n{why}")
     took = time.monotonic() - submitted
     print(f"\nsbatch to COMPLETED on a stopped pod (a new container, its setup restored): {took:.0f} s")
-    assert ("POST", f"/v1/pods/{bed.machine.id}/start") in bed.api.requests
+    assert ("POST", f"/v2/pods/{bed.machine.id}/action", {"action": "start"}) in bed.api.bodies
     out = on(POD_NAME, f"cat /root/slurm-{job}.out 2>/dev/null || cat /slurm-{job}.out").split()
     assert out[0] == POD_NAME and "on-the-container-disk" not in out, out  # a new container disk
     log = on(POD_NAME, "cat /workspace/.meshctl/rejoin.log")
@@ -397,21 +397,30 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
 
 
 def test_launch_rents_a_pod_that_joins_and_remove_node_terminate_gives_it_back(bed):
-    """`meshctl launch runpod` on real daemons: the stand-in creates a pod (a new container that
-    authorizes the key given as PUBLIC_KEY), meshctl waits for its SSH and adds it (pod mode), it
-    runs jobs; `remove-node --terminate` takes it out and deletes the pod at the provider."""
-    launched = bed.meshctl("launch", "runpod", "--type", "NVIDIA RTX A5000", "--name", "rp2", "--ssh-key",
-                           str(bed.key))  # fmt: skip
+    """`meshctl offers` and `meshctl launch --gpu` on real daemons: the cheapest available offer of
+    the stand-in's catalog (Runpod v2, Community Cloud) is rented; the stand-in creates a pod (a new
+    container that authorizes the key given as PUBLIC_KEY), meshctl waits for its SSH and adds it (pod
+    mode), it runs jobs; `remove-node --terminate -y` takes it out and deletes the pod at the provider."""
+    offers = bed.meshctl("offers", "--gpu", "RTX A5000", "--json")
+    assert offers.returncode == 0, offers.stdout + offers.stderr
+    listed = json.loads(offers.stdout)["offers"]
+    assert [(o["cloud"], o["price_per_hour"]) for o in listed] == [("COMMUNITY", 0.16), ("SECURE", 0.27)], listed
+    launched = bed.meshctl("launch", "--gpu", "RTX A5000", "--provider", "runpod", "--name", "rp2", "--ssh-key",
+                           str(bed.key), "-y")  # fmt: skip
     assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
+    assert "cheapest available RTX A5000: 1 x RTX A5000 at runpod (NVIDIA RTX A5000, COMMUNITY), $0.16/h" in (
+        launched.stdout), launched.stdout[-4000:]  # fmt: skip
     pod = next(m for m in bed.api.backend.machines.values() if m.name == "rp2")
-    assert ("POST", "/v1/pods") in bed.api.requests and pod.env["PUBLIC_KEY"].startswith("ssh-ed25519 ")
+    created = next(body for method, path, body in bed.api.bodies if (method, path) == ("POST", "/v2/pods"))
+    assert created["cloud"] == "COMMUNITY" and created["gpu"] == {"id": "NVIDIA RTX A5000", "count": 1}, created
+    assert pod.env["PUBLIC_KEY"].startswith("ssh-ed25519 ")
     host = yaml.safe_load((bed.mesh / "mesh.yml").read_text())["all"]["hosts"]["rp2"]
     assert host["meshctl_instance"] == f"runpod:{pod.id}" and host["mesh_pod"] is True, host
     assert bed.wait_idle("rp2") == "idle"
     assert on("pod-head", "srun -w rp2 -N1 hostname").strip() == LAUNCHED[0]
-    removed = bed.meshctl("remove-node", "rp2", "--terminate")
+    removed = bed.meshctl("remove-node", "rp2", "--terminate", "-y")
     assert removed.returncode == 0, removed.stdout[-4000:] + removed.stderr
-    assert ("DELETE", f"/v1/pods/{pod.id}") in bed.api.requests and pod.state == "terminated"
+    assert ("DELETE", f"/v2/pods/{pod.id}") in bed.api.requests and pod.state == "terminated"
     assert sh("docker", "inspect", LAUNCHED[0], check=False).returncode != 0  # the pod is gone
     assert "rp2" not in (bed.mesh / "mesh.yml").read_text()
     assert on("pod-head", "sinfo -hN -n rp2 -o %T", check=False).strip() == ""

@@ -152,7 +152,8 @@ def bed(tmp_path_factory):
             assert stored.returncode == 0, stored.stdout + stored.stderr
             started = time.monotonic()
             launched = meshctl(root, "launch", "lambda", "--type", "gpu_1x_a10", "--name", "gpu2", "--region",
-                               "us-east-1", "--ssh-key-name", "laptop", "--ssh-key", str(key), env=env)  # fmt: skip
+                               "us-east-1", "--ssh-key-name", "laptop", "--ssh-key", str(key), "-y",
+                               env=env)  # fmt: skip
             assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
             print(f"\nlaunch lambda (a new instance set up from nothing): {time.monotonic() - started:.0f} s")
             yield root, api, backend, env

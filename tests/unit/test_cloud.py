@@ -14,6 +14,7 @@ from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
 from meshctl.mesh import Node
+from tests import api_schemas
 from tests.cloud_standin import KEY, Standin
 from tests.conftest import FIXTURES
 
@@ -58,7 +59,7 @@ def test_lambda_instances_as_documented():
     assert rows[0] == {
         "provider": "lambda", "id": "0920582c7ff041399e34823a0be62549", "name": "gpu-a", "status": "running",
         "provider_status": "active", "ssh_host": "198.51.100.2", "ssh_port": 22, "ssh_user": "ubuntu", "gpus": 8,
-        "gpu_type": "H100 (80 GB SXM5)", "price_per_hour": 23.92,
+        "gpu_type": "H100 (80 GB SXM5)", "price_per_hour": 23.92, "cloud": "",
     }  # fmt: skip
     assert rows[1]["status"] == "starting" and rows[1]["ssh_host"] is None and rows[1]["name"] == ""
 
@@ -96,10 +97,12 @@ def test_lambda_launches_name_one_registered_key():
     with Standin("lambda") as api:
         client, _ = client_for(api)
         with pytest.raises(mod("mesh_cloud").CloudError, match="Exactly one SSH key"):
-            client.launch("gpu_1x_a10", "n1", "us-east-1", ["not-registered"])
+            client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1",
+                           "ssh_key_names": ["not-registered"]})  # fmt: skip
         client.add_ssh_key("meshctl-head", "ssh-ed25519 AAAA head")
         assert client.ssh_keys()["meshctl-head"] == "ssh-ed25519 AAAA head"
-        new_id = client.launch("gpu_1x_a10", "n1", "us-west-1", ["meshctl-head"])
+        new_id = client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-west-1",
+                                "ssh_key_names": ["meshctl-head"]})  # fmt: skip
         assert api.backend.machines[new_id].public_keys == ["ssh-ed25519 AAAA head"]
         assert client.spec(new_id) == {"instance_type": "gpu_1x_a10", "region": "us-west-1", "name": "n1"}
 
@@ -109,15 +112,47 @@ def test_lambda_capacity_error_as_documented():
     assert kind == "capacity" and message.startswith("Not enough capacity") and "try your request again" in message
 
 
-def test_runpod_pods_as_documented():
-    rows = [mod("mesh_cloud_runpod").normalize(p) for p in documented("runpod-pods.json")]
+def test_runpod_v2_pods_as_documented():
+    rows = [mod("mesh_cloud_runpod").normalize(p) for p in documented("runpod-pods.json")["pods"]]
     assert rows[0] == {
         "provider": "runpod", "id": "xedezhzb9la3ye", "name": "trainer-1", "status": "running",
-        "provider_status": "RUNNING", "ssh_host": "100.65.0.119", "ssh_port": 10341, "ssh_user": "root", "gpus": 1,
-        "gpu_type": "RTX 4090", "price_per_hour": 0.69,
+        "provider_status": "RUNNING", "ssh_host": "195.26.233.3", "ssh_port": 34446, "ssh_user": "root", "gpus": 1,
+        "gpu_type": "NVIDIA GeForce RTX 4090", "price_per_hour": 0.69, "cloud": "COMMUNITY",
     }  # fmt: skip
     assert rows[1]["status"] == "stopped" and rows[1]["ssh_host"] is None and rows[1]["ssh_port"] is None
-    assert rows[1]["gpus"] == 2 and rows[1]["price_per_hour"] == 0.44
+    assert rows[1]["gpus"] == 2 and rows[1]["price_per_hour"] == 0.0 and rows[1]["cloud"] == "SECURE"
+
+
+def test_runpod_ssh_from_the_runtime_ports_when_there_is_no_direct_entry():
+    pod = {**documented("runpod-pods.json")["pods"][0]}
+    pod["ssh"] = {"proxy": None, "direct": None}
+    assert mod("mesh_cloud_runpod").normalize(pod)["ssh_host"] == "195.26.233.3"
+    pod["runtime"] = None
+    assert mod("mesh_cloud_runpod").normalize(pod)["ssh_port"] is None
+
+
+@pytest.mark.parametrize(
+    ("status", "word"),
+    [("PROVISIONING", "starting"), ("STARTING", "starting"), ("RUNNING", "running"), ("EXITED", "stopped"),
+     ("ERROR", "unhealthy"), ("TERMINATED", "terminated")],
+)  # fmt: skip
+def test_every_documented_runpod_status_has_its_word(status, word):
+    pod = {**documented("runpod-pods.json")["pods"][1], "status": status}
+    assert mod("mesh_cloud_runpod").normalize(pod)["status"] == word
+    assert status in api_schemas.load("runpod")["$defs"]["PodStatus"]["enum"]
+
+
+def test_runpod_problems_are_shown_with_their_detail_and_kind():
+    describe = mod("mesh_cloud_runpod").describe
+    problem = {"title": "Unprocessable Entity", "status": 422, "detail": "request body does not match",
+               "errors": ["$: additional properties 'dockerStartCmd' not allowed"]}  # fmt: skip
+    assert describe(422, problem) == ("request body does not match ($: additional properties 'dockerStartCmd' not "
+                                      "allowed)", "invalid")  # fmt: skip
+    assert describe(402, {"title": "Payment Required", "status": 402, "detail": "Insufficient balance"})[1] == "quota"
+    assert describe(409, {"title": "Conflict", "status": 409, "detail": "cannot start"})[1] == "conflict"
+    assert describe(400, {"title": "Bad Request", "status": 400, "detail": "This GPU could not be placed: no "
+                          "capacity"})[1] == "capacity"  # fmt: skip
+    assert describe(500, None) == ("no message", "error")
 
 
 def test_paperspace_machines_as_documented_with_a_price_table():
@@ -244,9 +279,14 @@ def test_a_wrong_key_is_named_with_the_fix(provider):
 @pytest.mark.parametrize(
     ("provider", "launch"),
     [
-        ("lambda", lambda c: c.launch("gpu_1x_a10", "n1", "us-east-1", ["meshctl"])),
-        ("runpod", lambda c: c.launch("NVIDIA RTX A5000", "n1", "runpod/pytorch:2.1.0")),
-        ("paperspace", lambda c: c.launch("A4000", "n1", "ny2", "tkni3aa4")),
+        (
+            "lambda",
+            lambda c: c.launch(
+                {"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"]}
+            ),
+        ),
+        ("runpod", lambda c: c.launch({"type": "NVIDIA RTX A5000", "name": "n1", "image": "runpod/pytorch:2.1.0"})),
+        ("paperspace", lambda c: c.launch({"type": "A4000", "name": "n1", "region": "ny2", "template_id": "tkni3aa4"})),
     ],
 )
 def test_launch_and_no_capacity(provider, launch):
@@ -260,12 +300,12 @@ def test_launch_and_no_capacity(provider, launch):
         assert caught.value.kind == "capacity" and "try another type" in caught.value.hint
 
 
-def test_lambda_launches_are_ten_seconds_apart():
+def test_lambda_launches_are_twelve_seconds_apart():
     with Standin("lambda") as api:
         client, timer = client_for(api)
-        client.launch("gpu_1x_a10", "n1", "us-east-1", ["meshctl"])
-        client.launch("gpu_1x_a10", "n2", "us-east-1", ["meshctl"])
-        assert 9.0 <= timer.slept[-1] <= 10.0
+        client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        client.launch({"type": "gpu_1x_a10", "name": "n2", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        assert 11.0 <= timer.slept[-1] <= 12.0
 
 
 def test_an_api_that_cannot_be_reached_is_said_with_its_variable():
@@ -432,7 +472,7 @@ def test_launch_waits_until_the_instance_runs_with_an_ssh_address(mesh, runpod):
     inst = cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n1", {"public_key": "ssh-ed25519 AAAA x"},
                         clock=timer.clock, sleep=timer.sleep)  # fmt: skip
     assert inst["status"] == "running" and inst["name"] == "n1" and inst["ssh_port"]
-    assert ("POST", "/v1/pods") in runpod.requests
+    assert ("POST", "/v2/pods") in runpod.requests
 
 
 def test_launch_with_no_capacity_says_so(mesh, runpod):
@@ -447,7 +487,7 @@ def test_a_lambda_launch_needs_its_region_and_key_name(mesh, monkeypatch):
     with Standin("lambda") as api:
         monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
         cloud.add_account(mesh, {}, "lambda", KEY, check=False)
-        with pytest.raises(UsageError, match="--region and --ssh-key-name"):
+        with pytest.raises(UsageError, match="needs a region and a key registered at Lambda"):
             cloud.launch(mesh, {}, "lambda", "gpu_1x_a10", "n1", {"region": "us-east-1"})
         assert api.requests == []
 
@@ -498,7 +538,7 @@ def test_a_launch_is_never_sent_twice_after_a_server_error():
         api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
         client, _timer = client_for(api)
         with pytest.raises(mod("mesh_cloud").CloudError, match=r"refused POST /machines \(502\)"):
-            client.launch("A4000", "n1", "ny2", "t1")
+            client.launch({"type": "A4000", "name": "n1", "region": "ny2", "template_id": "t1"})
         assert api.requests == [("POST", "/v1/machines")] and api.backend.machines == {}
         api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
         assert client.list() == [] and len(api.requests) == 3  # a read is asked again

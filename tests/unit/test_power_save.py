@@ -168,13 +168,14 @@ def test_a_pod_is_given_its_rejoin_start_command_before_it_is_stopped(program):
         (program.conf / "api-urls.json").write_text(json.dumps({"runpod": api.url}))
         done = program("suspend", "rp1")
         assert done.returncode == 0, done.stderr
-        assert api.requests[-2:] == [("PATCH", f"/v1/pods/{machine.id}"), ("POST", f"/v1/pods/{machine.id}/stop")]
+        assert api.requests[-2:] == [("PATCH", f"/v2/pods/{machine.id}"), ("POST", f"/v2/pods/{machine.id}/action")]
+        assert api.bodies[-1][2] == {"action": "stop"}
         assert machine.start_cmd == rejoin and machine.state == "stopped"
         # Stopped and started again: the start command is already the one wanted, so no PATCH (a reset).
         assert program("resume", "rp1").returncode == 0 and machine.state == "running"
         asked = len(api.requests)
         assert program("suspend", "rp1").returncode == 0
-        assert ("PATCH", f"/v1/pods/{machine.id}") not in api.requests[asked:]
+        assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests[asked:]
         assert "start command" in program.log.read_text()
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from meshctl import cloud, membership, relaunch, resources
-from meshctl.errors import MeshctlError, UsageError
+from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Node
 from tests.cloud_standin import KEY, Standin
 
@@ -152,7 +152,7 @@ def test_the_heads_key_is_registered_once_by_its_own_name(lam):
     assert relaunch.register_key(api, public) == name  # registered already: not again
     assert [r for r in lam.requests if r == ("POST", "/api/v1/ssh-keys")] == posts
     lam.ssh_keys[name] = "ssh-ed25519 AAAAOther someone"
-    with pytest.raises(UsageError, match="another key"):
+    with pytest.raises(ProviderError, match="another key"):
         relaunch.register_key(api, public)
 
 
@@ -170,7 +170,7 @@ def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(m
         relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
     assert caught.value.exit_code == 8 and "capacity" in str(caught.value).lower()
     assert mesh.inventory.read_text() == before and spec.is_file()  # asked again by the next job
-    with pytest.raises(UsageError, match="no Lambda node"):
+    with pytest.raises(UsageError, match="is no node the head launches again"):
         relaunch.relaunch_node(mesh, "head", spec, key, None, Notes(), say=lambda _m: None)
     for bad in ({}, {"instance_type": "gpu_1x_a10; reboot", "region": "us-east-1"}, {"instance_type": 1}):
         spec.write_text(json.dumps(bad))

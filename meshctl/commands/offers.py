@@ -1,0 +1,58 @@
+"""meshctl offers: what the configured providers rent now, one table, cheapest $/h per GPU first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from meshctl import cloud, display
+from meshctl.errors import PartialError
+from meshctl.mesh import Mesh
+from meshctl.options import json_option, mesh_option
+
+
+@click.command("offers")
+@click.option("--gpu", help="Only this GPU, with a count when it matters: H100, H100:8, A10, 'RTX 4090'.")
+@click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's offers.")
+@click.option("--all", "show_all", is_flag=True, help="Also what is not available now.")
+@json_option
+@mesh_option
+def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
+    """Machines the mesh's provider accounts can rent now: GPU, count, $/h, $/h per GPU, regions.
+
+    Lambda's instance types with the regions that have capacity; Runpod's GPU catalog with its
+    availability, Secure and Community Cloud apart (a pod of N GPUs costs N times one). `meshctl launch
+    --gpu TYPE:N` rents the cheapest available one.
+    """
+    mesh = Mesh.find(mesh_dir)
+    _nodes, mesh_vars = mesh.load()
+    wanted, count = cloud.parse_gpu(gpu)
+    rows, problems = cloud.offers(mesh, mesh_vars, wanted, count, provider)
+    shown = rows if show_all else [r for r in rows if r.available]
+    silent = [p for p in cloud.no_offer_sources(mesh) if not provider or p == provider]
+    if as_json:
+        display.echo(json.dumps({"offers": [dataclasses.asdict(r) for r in shown], "problems": problems,
+                                 "no_offers_from": silent}, indent=2))  # fmt: skip
+    else:
+        display.table(
+            "Offers" + (f" for {gpu}" if gpu else ""),
+            ["provider", "type", "gpu", "gpus", "$/h", "$/h per GPU", "cloud", "regions", "available"],
+            [
+                [r.provider, r.type, r.gpu, str(r.gpus), display.dollars(r.price_per_hour),
+                 display.dollars(r.price_per_gpu), r.cloud or "-", ", ".join(r.regions[:4]) or "-",
+                 "yes" if r.available else "no"]
+                for r in shown
+            ],
+        )  # fmt: skip
+        if not cloud.configured(mesh):
+            display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+        elif not shown:
+            display.echo("nothing available matches" + (" (`--all` shows what is not available now)" if rows else ""))
+        for name in silent:
+            display.echo(f"{name}: its API lists no machine types or prices; `meshctl launch {name} --type T` "
+                         "rents one by name")  # fmt: skip
+    if problems:
+        raise PartialError("some providers did not answer: " + "; ".join(f"{p}: {m}" for p, m in problems.items()),
+                           hint="the offers of the others are listed above")  # fmt: skip

@@ -1,0 +1,385 @@
+"""The provider interface (plugins/module_utils/mesh_cloud.py): capabilities, one module per
+provider, today's APIs, and the clients and stand-ins both checked against the schema files written
+from the providers' documents (tests/schemas/, tests/api_schemas.py)."""
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from meshctl import cloud, resources
+from meshctl.cli import cli
+from meshctl.errors import ProviderError, UsageError
+from tests import api_schemas
+from tests.cloud_standin import KEY, Standin
+from tests.conftest import FIXTURES
+from tests.unit.test_cloud import client_for
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDERS = ("lambda", "runpod", "paperspace")
+
+
+def mod(name):
+    return resources.plugin(f"module_utils.{name}")
+
+
+# --- one interface ------------------------------------------------------------------------------
+
+
+def test_every_provider_is_one_module_with_its_capabilities_and_the_whole_protocol():
+    base = mod("mesh_cloud")
+    assert base.PROVIDERS == PROVIDERS == cloud.PROVIDERS
+    for name in base.PROVIDERS:
+        module = base.client_module(name)
+        can = module.CAPABILITIES
+        assert set(can.as_dict()) == set(base.Capabilities.FIELDS) and can.name == name
+        assert (
+            can.default_url.startswith("https://") and can.checked == "2026-11-25" and can.price in ("api", "setting")
+        )
+        assert module.Client.capabilities is can
+        wanted = (
+            base.PROTOCOL
+            + (base.RELAUNCH_PROTOCOL if can.relaunch else ())
+            + (base.VOLUME_PROTOCOL if can.keeps_volume and not can.keeps_disk else ())
+        )
+        assert all(callable(getattr(module.Client, method, None)) for method in wanted), name
+        assert (ROOT / "tests" / "schemas" / f"{name}.json").is_file()  # its stand-in's schema file
+        assert f"## {can.title}" in (ROOT / "docs" / "providers.md").read_text()
+
+
+def test_each_provider_fact_is_said_once():
+    """What a provider is (its name compared, its stop, its SSH user, its API's address) is in its
+    module only: the rest of meshctl, the filters and the head's programs ask the capabilities."""
+    said = re.compile(
+        r"""(==|!=|in)\s*\(?\s*["'](lambda|runpod|paperspace)["']|["'](lambda|runpod|paperspace)["']\s*(==|:)|"""
+        r"""api\.(lambda|runpod|paperspace)|rest\.runpod|cloud\.lambda\.ai/api|CAN_STOP|hasattr\(api"""
+    )
+    places = [*ROOT.glob("meshctl/**/*.py"), *ROOT.glob("plugins/filter/*.py"), *ROOT.glob("roles/*/files/*"),
+              *ROOT.glob("roles/*/templates/*"), *ROOT.glob("roles/*/tasks/*.yml"), *ROOT.glob("roles/*/vars/*.yml"),
+              ROOT / "plugins/module_utils/mesh_cloud.py"]  # fmt: skip
+    found = []
+    for path in places:
+        if path.name == "preflight.py":  # how a machine says where it runs (its DMI words): machine facts
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if said.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []
+
+
+def test_what_cannot_stop_is_launched_again_and_what_keeps_a_volume_comes_back_as_a_pod():
+    base = mod("mesh_cloud")
+    assert base.with_capability("relaunch") == ("lambda",) == cloud.RELAUNCHED
+    assert base.with_capability("pod") == ("runpod",)
+    assert [p for p in PROVIDERS if base.capabilities(p).can_stop] == ["runpod", "paperspace"]
+    assert base.capabilities("paperspace").keeps_disk and not base.capabilities("runpod").keeps_disk
+    assert base.capabilities("lambda").registers_keys and base.capabilities("lambda").ssh_user == "ubuntu"
+
+
+# --- clients and stand-ins against the documents -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "fixture", "route", "status"),
+    [("lambda", "lambda-instances.json", "GET /instances", 200),
+     ("lambda", "lambda-ssh-keys.json", "GET /ssh-keys", 200),
+     ("lambda", "lambda-error-capacity.json", "POST /instance-operations/launch", 400),
+     ("runpod", "runpod-pods.json", "GET /pods", 200),
+     ("paperspace", "paperspace-machines.json", "GET /machines", 200)],
+)  # fmt: skip
+def test_the_documented_answers_match_the_schema_files(provider, fixture, route, status):
+    method, path = route.split(" ")
+    body = json.loads((FIXTURES / "cloud" / fixture).read_text())
+    assert api_schemas.response_problems(provider, method, path, status, body) == []
+
+
+def exercise(api, client):
+    """Every endpoint meshctl uses of API's provider, through the client."""
+    can = client.capabilities
+    kind = {"lambda": "gpu_1x_a10", "runpod": "NVIDIA RTX A5000", "paperspace": "A4000"}[can.name]
+    first = api.add("alpha", kind, 1, 0.5)
+    api.add("beta", kind, 1, 0.5)
+    api.add("gamma", kind, 1, 0.5)
+    request = {"type": kind, "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"], "template_id": "t1",
+               "public_key": "ssh-ed25519 AAAA x", "gpus": 1}  # fmt: skip
+    new_id = client.launch(request)
+    assert {i["id"] for i in client.list()} >= {first.id, new_id}
+    assert client.get(new_id)["name"] == "n1"
+    client.offers()
+    if can.can_stop:
+        if not can.keeps_disk:
+            assert client.prepare_stop(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is True
+            assert client.prepare_stop(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is False
+        client.stop(first.id)
+        client.start(first.id)
+    if can.registers_keys:
+        client.register_key("meshctl-head-1", "ssh-ed25519 AAAA head")
+    if can.relaunch:
+        client.spec(first.id)
+    client.terminate(new_id)
+    with pytest.raises(mod("mesh_cloud").CloudError):
+        client.get("nosuchinstance")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_clients_requests_and_the_stand_ins_answers_match_the_schema_files(provider):
+    with Standin(provider) as api:
+        client, _ = client_for(api)
+        exercise(api, client)
+        api.throttle(times=1)
+        client.list()
+        for method, path, body in api.bodies:
+            assert api_schemas.request_problems(provider, method, path, body) == [], (method, path, body)
+        for method, path, status, body in api.answers:
+            if path.split("?")[0].endswith("nosuchinstance") or status == 429:
+                assert api_schemas.problems(provider, api_schemas.load(provider)["error"], body) == []
+                continue
+            assert api_schemas.response_problems(provider, method, path, status, body) == [], (method, path, body)
+        used = {api_schemas.endpoint(provider, m, p)[0] for m, p, _b in api.bodies}
+        assert used == set(api_schemas.load(provider)["endpoints"])  # every endpoint meshctl uses, exercised
+
+
+def test_runpod_v2_refuses_v1s_start_command_and_takes_args():
+    with Standin("runpod") as api:
+        pod = api.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.http.request("PATCH", f"/pods/{pod.id}", {"dockerStartCmd": ["bash", "x"]})
+        assert (
+            caught.value.status == 422 and caught.value.kind == "invalid" and "dockerStartCmd" in caught.value.message
+        )
+        client.prepare_stop(pod.id, ["bash", "/workspace/.meshctl/rejoin"])
+        assert pod.args == "bash /workspace/.meshctl/rejoin" and client.start_command(pod.id) == pod.start_cmd
+        assert ("POST", f"/v2/pods/{pod.id}/action", {"action": "stop"}) not in api.bodies
+        client.stop(pod.id)
+        assert api.bodies[-1] == ("POST", f"/v2/pods/{pod.id}/action", {"action": "stop"})
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.stop(pod.id)  # an EXITED pod cannot stop: 409
+        assert caught.value.kind == "conflict" and "cannot stop a pod that is EXITED" in caught.value.message
+
+
+def test_a_runpod_launch_asks_for_ssh_a_volume_and_its_cloud():
+    with Standin("runpod") as api:
+        client, _ = client_for(api)
+        new_id = client.launch({"type": "NVIDIA RTX A5000", "name": "n1", "gpus": 2, "cloud": "community",
+                                "public_key": "ssh-ed25519 AAAA x"})  # fmt: skip
+        body = api.bodies[-1][2]
+        assert body["gpu"] == {"id": "NVIDIA RTX A5000", "count": 2} and body["cloud"] == "COMMUNITY"
+        assert (
+            body["startSsh"] is True
+            and "22/tcp" in body["ports"]
+            and body["env"] == {"PUBLIC_KEY": "ssh-ed25519 AAAA x"}
+        )
+        assert body["mounts"] == {"persistent": {"size": 20, "path": "/workspace"}}
+        assert client.get(new_id)["cloud"] == "COMMUNITY" and client.get(new_id)["price_per_hour"] == pytest.approx(
+            0.32
+        )
+        with pytest.raises(mod("mesh_cloud").CloudError, match="no cloud 'cheap'"):
+            client.launch({"type": "NVIDIA RTX A5000", "name": "n2", "cloud": "cheap"})
+
+
+def test_paperspace_pages_are_walked_and_start_and_stop_send_an_empty_json_body():
+    with Standin("paperspace") as api:
+        for n in range(5):
+            api.add(f"m{n}", "A4000", 1, 0.76)
+        client, _ = client_for(api)
+        assert [m["name"] for m in client.list()] == [f"m{n}" for n in range(5)]
+        ids = list(api.backend.machines)
+        assert [p for m, p in api.requests if m == "GET"] == [
+            "/v1/machines?limit=120", f"/v1/machines?limit=120&after={ids[1]}",
+            f"/v1/machines?limit=120&after={ids[3]}"]  # fmt: skip
+        machine = next(iter(api.backend.machines))
+        client.stop(machine)
+        assert api.bodies[-1] == ("PATCH", f"/v1/machines/{machine}/stop", {})
+
+
+def test_paperspace_gpus_come_from_the_accelerators_and_limit_alone_is_no_quota():
+    ps = mod("mesh_cloud_paperspace")
+    machine = json.loads((FIXTURES / "cloud" / "paperspace-machines.json").read_text())["items"][0]
+    machine = {
+        **machine,
+        "machineType": "A100-80Gx8",
+        "accelerators": [{"name": "A100 80GB", "count": 4, "memory": 80}],
+    }
+    row = ps.normalize(machine)
+    assert row["gpus"] == 4 and row["gpu_type"] == "A100 80GB"
+    assert ps.normalize({**machine, "accelerators": None})["gpus"] == 8  # none reported: the type's name
+    assert ps.describe(400, {"code": "BAD_REQUEST", "message": "name exceeds the length limit"})[1] == "error"
+    assert ps.describe(400, {"code": "BAD_REQUEST", "message": "Machine limit reached for this team"})[1] == "quota"
+
+
+def test_lambda_says_an_inactive_account_and_a_booting_instance_is_to_be_waited_for(mesh, monkeypatch):
+    lam = mod("mesh_cloud_lambda")
+    payload = {"error": {"code": "global/account-inactive", "message": "Your account is inactive."}}
+    assert lam.describe(403, payload) == ("Your account is inactive.", "auth")
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+        api.add("gpu9", "gpu_1x_a10", 1, 0.75, state="booting")
+        with pytest.raises(UsageError) as caught:
+            cloud.find_instance(mesh, {}, "lambda", "gpu9")
+        assert "wait until it runs" in caught.value.hint
+
+
+def test_a_rate_limit_header_with_nothing_left_holds_the_next_request():
+    base = mod("mesh_cloud")
+    assert base.rate_limit_wait('"minute";r=0;t=12, "hour";r=2800;t=1812') == 12
+    assert base.rate_limit_wait('"minute";r=3;t=12') == 0 and base.rate_limit_wait(None) == 0
+    with Standin("runpod") as api:
+        api.rate_limit = '"minute";r=0;t=7, "hour";r=2800;t=1812'
+        client, timer = client_for(api)
+        client.list()
+        client.list()
+        assert 7.0 in timer.slept
+
+
+class Redirecting(BaseHTTPRequestHandler):
+    """Answers every request with a redirect to TARGET; records what reached it."""
+
+    seen: list = []  # noqa: RUF012
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        Redirecting.seen.append((self.server.server_port, self.headers.get("Authorization")))
+        if self.path.startswith("/moved"):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"pods": []}')
+            return
+        self.send_response(302)
+        self.send_header("Location", f"http://127.0.0.1:{self.server.other}/moved/pods")
+        self.end_headers()
+
+
+def test_a_redirect_is_refused_and_the_key_goes_nowhere_else():
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Redirecting) for _ in range(2)]
+    servers[0].other, servers[1].other = servers[1].server_port, servers[1].server_port
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = mod("mesh_cloud")
+        http = base.Http("runpod", f"http://127.0.0.1:{servers[0].server_port}/v2", KEY,
+                         mod("mesh_cloud_runpod").describe, retries=0)  # fmt: skip
+        with pytest.raises(base.CloudError) as caught:
+            mod("mesh_cloud_runpod").Client(KEY, http=http).list()
+        assert "redirect (302)" in caught.value.message and "does not follow" in caught.value.message
+        assert [port for port, _key in Redirecting.seen] == [servers[0].server_port]  # the other got nothing
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+# --- a create that failed yet made the machine -------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["runpod", "paperspace"])
+def test_after_a_5xx_on_a_create_the_instance_is_looked_up_and_named_with_how_to_delete_it(mesh, monkeypatch, provider):
+    with Standin(provider) as api:
+        monkeypatch.setenv(f"MESHCTL_{provider.upper()}_API_URL", api.url)
+        cloud.add_account(mesh, {}, provider, KEY, check=False)
+        api.fail_create_after = 502
+        options = {"region": "ny2", "template_id": "t1"}
+        with pytest.raises(ProviderError) as caught:
+            cloud.launch(mesh, {}, provider, "A4000" if provider == "paperspace" else "NVIDIA RTX A5000", "n1", options)
+        made = next(iter(api.backend.machines))
+        assert f"now has an instance named n1: {made} (running); it may bill" in caught.value.message
+        assert f"meshctl add-node {provider}:{made} --name n1" in caught.value.hint
+        assert sum(1 for m, p in api.requests if m == "POST") == 1  # never sent twice
+
+
+def test_a_4xx_on_a_create_is_said_as_it_is_without_a_look_up(mesh, monkeypatch):
+    with Standin("runpod") as api:
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
+        cloud.add_account(mesh, {}, "runpod", KEY, check=False)
+        api.backend.capacity = 0
+        with pytest.raises(ProviderError, match="no longer any instances available") as caught:
+            cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n1", {})
+        assert "try another type" in caught.value.hint and api.requests[-1][0] == "POST"
+
+
+# --- offers ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_providers(mesh, monkeypatch):
+    with Standin("lambda") as lam, Standin("runpod") as rp:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", lam.url)
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", rp.url)
+        cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+        cloud.add_account(mesh, {}, "runpod", KEY, check=False)
+        yield lam, rp
+
+
+def test_gpu_names_match_whole():
+    assert cloud.gpu_matches("a10", "NVIDIA A10 (24 GB PCIe)", "gpu_1x_a10")
+    assert not cloud.gpu_matches("a10", "NVIDIA A100 80GB PCIe", "A100 PCIe")
+    assert cloud.gpu_matches("RTX A5000", "RTX A5000") and cloud.gpu_matches("h100", "gpu_8x_h100_sxm5")
+    assert cloud.parse_gpu("H100:8") == ("H100", 8) and cloud.parse_gpu("A10") == ("A10", None)
+    with pytest.raises(UsageError, match="TYPE:COUNT"):
+        cloud.parse_gpu("H100:x")
+
+
+def test_offers_across_providers_cheapest_per_gpu_first(mesh, two_providers):
+    rows, problems = cloud.offers(mesh, {}, "H100", 8)
+    assert problems == {}
+    assert [(o.provider, o.type, o.cloud, o.gpus, o.price_per_hour, o.available) for o in rows] == [
+        ("runpod", "NVIDIA H100 80GB HBM3", "SECURE", 8, pytest.approx(21.52), True),
+        ("lambda", "gpu_8x_h100_sxm5", "", 8, 23.92, True),
+    ]
+    everything, _ = cloud.offers(mesh, {}, None, None)
+    assert [o.price_per_gpu for o in everything if o.available] == sorted(o.price_per_gpu for o in everything
+                                                                          if o.available)  # fmt: skip
+    assert ("runpod", "COMMUNITY") in {(o.provider, o.cloud) for o in everything}  # the clouds apart
+    a100 = [o for o in everything if "A100" in o.gpu]
+    assert a100 and not any(o.available for o in a100)
+    h100_pcie = next(o for o in everything if o.type == "gpu_1x_h100_pcie")
+    assert not h100_pcie.available and h100_pcie.regions == []  # Lambda: no region with capacity
+
+
+def test_the_cheapest_available_offer_under_a_price(mesh, two_providers):
+    rows, _ = cloud.offers(mesh, {}, "A5000", 1)
+    assert cloud.cheapest(rows).cloud == "COMMUNITY" and cloud.cheapest(rows).price_per_hour == 0.16
+    assert cloud.cheapest(rows, max_price=0.1) is None
+
+
+def test_offers_command_prints_one_table_and_json(mesh, two_providers):
+    out = CliRunner().invoke(cli, ["offers", "--gpu", "H100:8", "--json", "--mesh", str(mesh.path)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert [o["provider"] for o in data["offers"]] == ["runpod", "lambda"]
+    text = CliRunner().invoke(cli, ["offers", "--mesh", str(mesh.path)], terminal_width=200)
+    assert text.exit_code == 0 and "gpu_1x_a10" in text.output and "COMMUNITY" in text.output
+
+
+def test_launch_gpu_names_the_offer_its_price_and_asks_first(mesh, two_providers):
+    _lam, rp = two_providers
+    refused = CliRunner().invoke(cli, ["launch", "--gpu", "A5000", "--name", "n1", "--mesh", str(mesh.path)])
+    assert refused.exit_code == UsageError.exit_code
+    assert "cheapest available A5000: 1 x RTX A5000 at runpod (NVIDIA RTX A5000, COMMUNITY), $0.16/h" in refused.output
+    assert "pass -y" in refused.output and ("POST", "/v2/pods") not in rp.requests
+    too_dear = CliRunner().invoke(cli, ["launch", "--gpu", "H100:8", "--max-price", "20", "--name", "n1", "-y",
+                                        "--mesh", str(mesh.path)])  # fmt: skip
+    assert (
+        too_dear.exit_code == UsageError.exit_code and "at most $20.00/h; the cheapest is $21.52/h" in too_dear.output
+    )
+
+
+def test_remove_node_terminate_asks_first(mesh, two_providers):
+    _lam, rp = two_providers
+    pod = rp.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
+    nodes, mesh_vars = mesh.load()
+    from meshctl.mesh import Node
+
+    nodes.append(Node("gpu1", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
+                      instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip
+    mesh.save(nodes, mesh_vars)
+    out = CliRunner().invoke(cli, ["remove-node", "gpu1", "--terminate", "--mesh", str(mesh.path)])
+    assert out.exit_code == UsageError.exit_code and f"delete runpod:{pod.id} at its provider" in out.output
+    assert "gpu1" in mesh.inventory.read_text() and pod.state == "running"
