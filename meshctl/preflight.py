@@ -24,10 +24,26 @@ echo "python3=$(command -v python3 || true)"
 echo "hostname=$(hostname 2>/dev/null)"
 echo "slurm_policy=$(apt-cache policy slurmctld 2>/dev/null | grep -E 'Installed:|Candidate:' | tr -s ' \n' ' ')"
 echo "dmi=$(cat /sys/class/dmi/id/sys_vendor /sys/class/dmi/id/product_name 2>/dev/null | tr '\n' ' ')"
-if env | grep -q '^RUNPOD_' || { [ -r /proc/1/environ ] && tr '\0' '\n' </proc/1/environ | grep -q '^RUNPOD_'; }; then
-  echo runpod=yes
-fi
+for mark in $ENV_MARKS; do
+  if env | grep -q "^$mark" || { [ -r /proc/1/environ ] && tr '\0' '\n' </proc/1/environ | grep -q "^$mark"; }; then
+    echo "env_mark=$mark"
+  fi
+done
 """
+
+
+def probe_script() -> str:
+    """PROBE with the environment marks of the providers (a pod says RUNPOD_... in PID 1's environment)."""
+    marks = " ".join(m for m in (_capabilities(p).marks["env"] for p in _providers()) if m)
+    return f"ENV_MARKS='{marks}'\n" + PROBE
+
+
+def _providers():
+    return resources.plugin("module_utils.mesh_cloud").PROVIDERS
+
+
+def _capabilities(provider: str):
+    return resources.plugin("module_utils.mesh_cloud").capabilities(provider)
 
 
 def packaged_slurm_major(facts: dict[str, str]) -> str | None:
@@ -62,22 +78,24 @@ def parse_probe(text: str) -> dict[str, str]:
 
 
 def detect_provider(facts: dict[str, str]) -> str:
-    """Best effort from what the machine says about itself; --provider overrides."""
-    if facts.get("runpod") == "yes":
-        return "runpod"
+    """Best effort from what the machine says about itself (each provider's ``marks``); --provider overrides."""
+    for provider in _providers():
+        mark = _capabilities(provider).marks["env"]
+        if mark and facts.get("env_mark") == mark:
+            return provider
     words = f"{facts.get('dmi', '')} {facts.get('hostname', '')}".lower()
-    if "paperspace" in words:
-        return "paperspace"
-    if "lambda" in words:
-        return "lambda"
+    for provider in _providers():
+        if any(word in words for word in _capabilities(provider).marks["words"]):
+            return provider
     return "generic"
 
 
 def is_pod(facts: dict[str, str], provider: str | None = None) -> bool:
-    """A container where the mesh's daemons cannot be systemd services (a Runpod pod): RUNPOD_*
-    in PID 1's environment, ``--provider runpod``, or neither systemd as PID 1 nor a TUN device."""
+    """A container where the mesh's daemons cannot be systemd services (a pod): a pod provider's mark
+    in PID 1's environment, ``--provider`` a pod provider, or neither systemd as PID 1 nor a TUN device."""
     no_systemd = facts.get("pid1") != "systemd" and facts.get("tun") == "no"
-    return facts.get("runpod") == "yes" or provider == "runpod" or no_systemd
+    pods = [p for p in _providers() if _capabilities(p).pod]
+    return detect_provider(facts) in pods or provider in pods or no_systemd
 
 
 # What pod mode gives and does not give, for the preflight table and the README.
@@ -158,7 +176,7 @@ class Preflight:
 def run(
     argv: list[str], user: str, host: str, port: int, known_hosts: Path | None = None, provider: str | None = None
 ) -> Preflight:
-    result = ssh.run(argv, "/bin/sh -s", stdin=PROBE, timeout=ssh.CONNECT_TIMEOUT + 30)
+    result = ssh.run(argv, "/bin/sh -s", stdin=probe_script(), timeout=ssh.CONNECT_TIMEOUT + 30)
     if result.rc == 255:
         return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port, known_hosts))
     facts = parse_probe(result.stdout)

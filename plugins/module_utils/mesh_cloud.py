@@ -74,6 +74,8 @@ class Capabilities:
         "gpu_names": "what a launch's type names (an instance type, a GPU type id, a machine type)",
         "launch_needs": "what a launch needs beyond a name and a type",
         "registers_keys": "a launch names an SSH key registered at the provider (register_key)",
+        "marks": "how one of its machines says where it runs: an environment prefix of PID 1 (env), or words "
+        "of its DMI vendor, product or hostname (words)",
     }
 
     def __init__(self, **values):

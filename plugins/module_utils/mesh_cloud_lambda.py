@@ -39,6 +39,7 @@ CAPABILITIES = Capabilities(
     price="api",
     gpu_names="an instance type (gpu_1x_a10, gpu_8x_h100_sxm5)",
     launch_needs=("region", "ssh_key_names"),
+    marks={"env": "", "words": ("lambda",)},
     registers_keys=True,
 )
 LAUNCH_INTERVAL = 12.0  # seconds between two launches (5 a minute)

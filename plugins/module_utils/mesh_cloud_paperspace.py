@@ -45,6 +45,7 @@ CAPABILITIES = Capabilities(
     price="setting",
     gpu_names="a machine type (A4000, A100-80Gx8)",
     launch_needs=("region", "template_id"),
+    marks={"env": "", "words": ("paperspace",)},
     registers_keys=False,
 )
 PAGE = 120  # the most machines one page holds

@@ -51,6 +51,7 @@ CAPABILITIES = Capabilities(
     price="api",
     gpu_names="a GPU type id of the catalog (NVIDIA GeForce RTX 4090)",
     launch_needs=(),
+    marks={"env": "RUNPOD_", "words": ()},
     registers_keys=False,
 )
 STATUS = {"PROVISIONING": "starting", "STARTING": "starting", "RUNNING": "running", "EXITED": "stopped",

@@ -171,7 +171,7 @@ def build_pod_image() -> None:
 def run_pod(command: list[str], name: str = POD_NAME, ip: str = POD, volume: str = VOLUME,
             env: dict | None = None) -> None:  # fmt: skip
     """A pod's container: no TUN device, no NET_ADMIN, no cgroup mount, RUNPOD_POD_ID set, its
-    volume at /workspace; ``command`` is its start command (Runpod's dockerStartCmd)."""
+    volume at /workspace; ``command`` is its start command (the pod's args)."""
     environment = [f"--env={k}={v}" for k, v in {"RUNPOD_POD_ID": f"e2e0{name}", **(env or {})}.items()]
     sh("docker", "run", "-d", "--name", name, "--hostname", name, "--network", SPEC.network, "--ip", ip,
        "--init", "--label", "org.meshctl.localmesh=1", *environment, "-v", f"{volume}:/workspace", POD_IMAGE,

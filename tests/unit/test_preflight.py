@@ -49,7 +49,7 @@ def test_missing_tun_only_warns():
 
 
 def test_provider_detection():
-    assert preflight.detect_provider({"runpod": "yes"}) == "runpod"
+    assert preflight.detect_provider({"env_mark": "RUNPOD_"}) == "runpod"
     assert preflight.detect_provider({"dmi": "Paperspace Cloud", "hostname": "x"}) == "paperspace"
     assert preflight.detect_provider({"hostname": "lambda-a100-1"}) == "lambda"
     assert preflight.detect_provider({"hostname": "desk"}) == "generic"
@@ -77,7 +77,7 @@ POD = GOOD.replace("pid1=systemd", "pid1=bash").replace("tun=yes", "tun=no")
 
 
 def test_a_pod_joins_in_pod_mode_with_its_limits_shown():
-    for text, provider in ((POD, None), (GOOD.replace("pid1=systemd", "pid1=sleep") + "runpod=yes\n", None),
+    for text, provider in ((POD, None), (GOOD.replace("pid1=systemd", "pid1=sleep") + "env_mark=RUNPOD_\n", None),
                            (GOOD, "runpod")):  # fmt: skip
         facts = preflight.parse_probe(text)
         assert preflight.is_pod(facts, provider)

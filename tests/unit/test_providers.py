@@ -63,8 +63,6 @@ def test_each_provider_fact_is_said_once():
               ROOT / "plugins/module_utils/mesh_cloud.py"]  # fmt: skip
     found = []
     for path in places:
-        if path.name == "preflight.py":  # how a machine says where it runs (its DMI words): machine facts
-            continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             if said.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
@@ -383,3 +381,19 @@ def test_remove_node_terminate_asks_first(mesh, two_providers):
     out = CliRunner().invoke(cli, ["remove-node", "gpu1", "--terminate", "--mesh", str(mesh.path)])
     assert out.exit_code == UsageError.exit_code and f"delete runpod:{pod.id} at its provider" in out.output
     assert "gpu1" in mesh.inventory.read_text() and pod.state == "running"
+
+
+def test_a_machine_says_its_provider_by_the_marks_its_capabilities_name():
+    import os
+    import subprocess
+
+    from meshctl import preflight
+
+    out = subprocess.run(["sh", "-s"], input=preflight.probe_script(), capture_output=True, text=True, check=False,
+                         env={**os.environ, "RUNPOD_POD_ID": "abc"}).stdout  # fmt: skip
+    facts = preflight.parse_probe(out)
+    assert facts["env_mark"] == "RUNPOD_" and preflight.detect_provider(facts) == "runpod"
+    assert preflight.is_pod(facts) and preflight.is_pod({"pid1": "systemd", "tun": "yes"}, "runpod")
+    assert preflight.detect_provider({"dmi": "Paperspace Inc. Standard PC"}) == "paperspace"
+    assert preflight.detect_provider({"hostname": "lambda-gpu-1"}) == "lambda"
+    assert preflight.detect_provider({"dmi": "QEMU Standard PC"}) == "generic"
