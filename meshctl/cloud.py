@@ -28,6 +28,7 @@ def common():
 
 PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)
 RELAUNCHED = common().with_capability("relaunch")  # no stop: terminated when idle, launched again by the head
+CLOUDS = tuple(sorted({c for p in PROVIDERS for c in getattr(common().client_module(p), "CLOUDS", ())}))
 KEY_FOLDER = "providers"  # under the mesh's secrets/
 MAX_KEY_BYTES = 4096
 KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")

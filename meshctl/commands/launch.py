@@ -11,6 +11,9 @@ from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, check_name
 from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 
+FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
+         "cloud": "--cloud"}  # fmt: skip
+
 
 @click.command("launch")
 @click.argument("provider", required=False, type=click.Choice(cloud.PROVIDERS))
@@ -26,7 +29,7 @@ from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option
 @click.option("--ssh-key-name", "ssh_key_names", multiple=True, help="Lambda: a key registered at Lambda.")
 @click.option("--template-id", help="Paperspace: the OS template's id.")
 @click.option("--image", help="Runpod: the container image (default: an official PyTorch image that starts sshd).")
-@click.option("--cloud", "cloud_type", type=click.Choice(["SECURE", "COMMUNITY"], case_sensitive=False),
+@click.option("--cloud", "cloud_type", type=click.Choice(cloud.CLOUDS, case_sensitive=False),
               help="Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by "
               "third parties).")  # fmt: skip
 @yes_option
@@ -78,7 +81,7 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         options["public_key"] = public.read_text().strip()
     missing = [need for need in can.launch_needs if not options.get(need)]
     if missing:
-        flags = ", ".join("--" + need.replace("_", "-") for need in missing)
+        flags = ", ".join(FLAGS.get(need, need) for need in missing)
         raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
     if options.get("cloud") == "COMMUNITY":
         display.echo("Community Cloud: the host is run by a third party, whose root can read and change the node "

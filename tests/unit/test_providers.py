@@ -397,3 +397,11 @@ def test_a_machine_says_its_provider_by_the_marks_its_capabilities_name():
     assert preflight.detect_provider({"dmi": "Paperspace Inc. Standard PC"}) == "paperspace"
     assert preflight.detect_provider({"hostname": "lambda-gpu-1"}) == "lambda"
     assert preflight.detect_provider({"dmi": "QEMU Standard PC"}) == "generic"
+
+
+def test_a_launch_missing_what_its_provider_needs_names_the_options_before_asking(mesh, two_providers):
+    lam, _rp = two_providers
+    out = CliRunner().invoke(cli, ["launch", "lambda", "--type", "gpu_1x_a10", "--name", "n1", "-y",
+                                   "--mesh", str(mesh.path)])  # fmt: skip
+    assert out.exit_code == UsageError.exit_code
+    assert "a Lambda launch needs --region, --ssh-key-name" in out.output and lam.requests == []
