@@ -179,22 +179,29 @@ def node_of(instance: dict, nodes: list[Node]) -> str | None:
     return next((node.name for node in nodes if relaunched_as(instance, node)), None)
 
 
+def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = None) -> tuple[dict, dict[str, str]]:
+    """METHOD (``list``, ``offers``) of every configured provider's client (or PROVIDER's):
+    ``({provider: answer}, {provider: what went wrong})``; one provider failing is one problem."""
+    if provider and check_provider(provider) not in configured(mesh):
+        raise UsageError(f"the mesh has no {provider} account",
+                         hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
+    answers, problems = {}, {}
+    for name in [provider] if provider else configured(mesh):
+        try:
+            answers[name] = call(getattr(account(mesh, mesh_vars, name), method))
+        except (ProviderError, UsageError) as exc:
+            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    return answers, problems
+
+
 def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | None = None):
     """Every instance of every configured provider (or PROVIDER's), each with its node or None.
 
     Returns (rows, problems): a provider that fails is one problem (its message), not the end.
     """
-    providers = [check_provider(provider)] if provider else configured(mesh)
-    if provider and provider not in configured(mesh):
-        raise UsageError(f"the mesh has no {provider} account",
-                         hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
-    rows, problems = [], {}
-    for name in providers:
-        try:
-            found = call(account(mesh, mesh_vars, name).list)
-        except ProviderError as exc:
-            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-            continue
+    rows = []
+    answers, problems = ask_each(mesh, mesh_vars, "list", provider)
+    for name, found in answers.items():
         for inst in found:
             rows.append(MachineRow(name, inst["id"], inst["name"], inst["status"], inst["ssh_host"], inst["gpus"],
                                    inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes),
@@ -434,17 +441,9 @@ def offers(mesh: Mesh, mesh_vars: dict, gpu: str | None = None, count: int | Non
     """What the configured providers (or PROVIDER) rent now, for GPU and COUNT when given, cheapest $/h
     per GPU first, the available ones before the others; and the providers that could not be asked.
     An offer a launch may scale (``max_gpus``) is shown for COUNT GPUs at COUNT times its price."""
-    providers = [check_provider(provider)] if provider else configured(mesh)
-    if provider and provider not in configured(mesh):
-        raise UsageError(f"the mesh has no {provider} account",
-                         hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
-    rows, problems = [], {}
-    for name in providers:
-        try:
-            found = call(account(mesh, mesh_vars, name).offers)
-        except (ProviderError, UsageError) as exc:
-            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-            continue
+    rows = []
+    answers, problems = ask_each(mesh, mesh_vars, "offers", provider)
+    for name, found in answers.items():
         for item in found:
             if gpu and not gpu_matches(gpu, item["gpu"], item["type"]):
                 continue
