@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -401,10 +402,18 @@ def problem_message(payload):
     message = next((p for p in parts if p != "no message"), "no message")
     errors = payload.get("errors")
     if isinstance(errors, list):
-        extra = [" ".join(e.split())[:200] for e in errors[:5] if isinstance(e, str) and e.strip()]
+        extra = [printable(e)[:200] for e in errors[:5] if isinstance(e, str) and printable(e)]
         if extra:
             message += " (" + "; ".join(extra) + ")"
     return message
+
+
+def printable(value):
+    """VALUE without control, format and unassigned characters (escape sequences, bidi marks such as
+    U+061C and U+202E), its whitespace runs one space: a provider's words as they may be shown, logged
+    or given to Slurm as a node's reason."""
+    kept = "".join(ch if not unicodedata.category(ch).startswith("C") else " " for ch in str(value))
+    return " ".join(kept.split())
 
 
 def message_of(payload, *paths):
@@ -413,6 +422,6 @@ def message_of(payload, *paths):
         value = payload
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, str) and value.strip():
-            return " ".join(value.split())[:300]
+        if isinstance(value, str) and printable(value):
+            return printable(value)[:300]
     return "no message"

@@ -405,3 +405,13 @@ def test_a_launch_missing_what_its_provider_needs_names_the_options_before_askin
                                    "--mesh", str(mesh.path)])  # fmt: skip
     assert out.exit_code == UsageError.exit_code
     assert "a Lambda launch needs --region, --ssh-key-name" in out.output and lam.requests == []
+
+
+def test_a_providers_words_lose_escapes_and_bidi_marks_before_anyone_shows_them():
+    base = mod("mesh_cloud")
+    hostile = {"title": "x", "status": 400, "detail": "no\x1b]52;c;aWQK\x07 capacity\u061c\u202e here",
+               "errors": ["bad\x9b31m field"]}  # fmt: skip
+    message, kind = mod("mesh_cloud_runpod").describe(400, hostile)
+    assert message == "no ]52;c;aWQK capacity here (bad 31m field)" and kind == "capacity"
+    assert all(ch.isprintable() for ch in message)
+    assert base.message_of({"error": {"message": "\x1b[2J\u202e"}}, ("error", "message")) == "[2J"
