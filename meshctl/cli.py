@@ -61,11 +61,17 @@ class MeshctlGroup(click.Group):
 @click.group(cls=MeshctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="meshctl")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
+@click.option("--mesh", "mesh_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Mesh directory, before the command as after it (a command's own --mesh wins).")  # fmt: skip
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, mesh_dir: str | None) -> None:
     """Turn machines you can SSH into into one Slurm GPU cluster over Tailscale."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if mesh_dir:  # what every command's --mesh falls back to (its MESHCTL_MESH)
+        import os
+
+        os.environ["MESHCTL_MESH"] = mesh_dir
 
 
 def main() -> None:

@@ -47,6 +47,12 @@ class PlaybookError(MeshctlError):
     exit_code = 5
 
 
+class Interrupted(MeshctlError):
+    """The user stopped a run (Ctrl+C): what finished is said, and how to go on."""
+
+    exit_code = 130
+
+
 class PartialError(MeshctlError):
     """The change was made on every node that could be reached; some could not."""
 

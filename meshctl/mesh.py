@@ -222,6 +222,13 @@ class Node:
             if key in RUN_HOSTVARS:
                 raise InventoryError(f"node {name}: {key} is meshctl's to set (the facts a node reported)",
                                      hint=f"remove {key} from mesh.yml")  # fmt: skip
+        if "idle_stop" in extra:
+            power = resources.plugin("filter.power_save")
+            try:
+                power.duration_seconds(extra["idle_stop"])
+            except power.PowerSaveError as exc:
+                raise InventoryError(f"node {name}: {exc}", hint="write it as 30m, 1h30m, 90s or 30 minutes, "
+                                     "or false for never") from None  # fmt: skip
         return cls(
             name=name,
             host=text("ansible_host", required=True),

@@ -24,7 +24,7 @@ import yaml
 from ansible_runner.interface import init_runner
 
 from meshctl import display, health, hostkeys, resources, ssh
-from meshctl.errors import EnvironmentProblem, PlaybookError
+from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError
 from meshctl.mesh import Unsafe, facts_problems
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -423,6 +423,13 @@ def run_playbook(
 def raise_for(result: RunResult, retry: str) -> None:
     if result.ok:
         return
+    if result.status == "canceled":  # Ctrl+C reached ansible-playbook too
+        done = sorted(h for h, n in result.stats.items() if (n.get("ok") or n.get("changed")) and not n.get("failed"))
+        where = f" (its output: {result.log})" if result.log is not None else ""
+        raise Interrupted(
+            "interrupted during the Ansible run" + (f"; tasks had run on {', '.join(done)}" if done else "") + where,
+            hint="mesh.yml is consistent (a node being added stays pending); run the command again to finish",
+        )
     if result.log is not None:
         retry += f" (the run's whole output: {result.log})"
     if result.failures:

@@ -18,8 +18,14 @@ import re
 
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import PROVIDERS, capabilities
 
-DURATION = re.compile(r"^(\d+)\s*(s|m|h|d)?$")
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+PART = re.compile(r"(\d+)\s*([a-z]*)\s*")
+UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+}
+SAY = "a duration (30m, 1h30m, 90s, 30 minutes) or false"
 MINIMUM = 60  # seconds: Slurm's power-saving thread looks about once a minute
 
 
@@ -28,15 +34,22 @@ class PowerSaveError(ValueError):
 
 
 def duration_seconds(value):
-    """``30m`` -> 1800, ``90`` or ``90s`` -> 90, ``2h``, ``1d``; off (``false``, ``0``, none, "") -> 0."""
+    """``30m`` -> 1800, ``90`` or ``90s`` -> 90, ``2h``, ``1d``, ``1h30m``, ``30 minutes``, ``2 hours``;
+    off (``false``, ``0``, none, "") -> 0."""
     if value is None or value is False or value == "" or value == 0:
         return 0
     if value is True or not isinstance(value, (int, str)):
-        raise PowerSaveError(f"idle_stop {value!r} is not a duration (30m, 2h, 900s) or false")
-    match = DURATION.match(str(value).strip())
-    if not match:
-        raise PowerSaveError(f"idle_stop {value!r} is not a duration (30m, 2h, 900s) or false")
-    seconds = int(match.group(1)) * UNITS[match.group(2)]
+        raise PowerSaveError(f"idle_stop {value!r} is not {SAY}")
+    text = str(value).strip().lower()
+    parts = PART.findall(text)
+    bare = len(parts) == 1 and parts[0][1] == ""  # a plain number: seconds
+    if (
+        not parts
+        or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s+", "", text)
+        or (not bare and any(unit not in UNITS for _n, unit in parts))
+    ):
+        raise PowerSaveError(f"idle_stop {value!r} is not {SAY}")
+    seconds = int(parts[0][0]) if bare else sum(int(n) * UNITS[u] for n, u in parts)
     if 0 < seconds < MINIMUM:
         raise PowerSaveError(f"idle_stop {value!r} is under {MINIMUM} s: Slurm cannot stop a node that soon")
     return seconds

@@ -1,5 +1,6 @@
 """CLI argument handling with CliRunner; SSH preflight and ansible-runner mocked."""
 
+import json
 import re
 import subprocess
 
@@ -351,3 +352,13 @@ def test_init_records_the_heads_slurm_major_for_a_mixed_mesh(tmp_path, monkeypat
     assert result.exit_code == 0, result.output
     settings = yaml.safe_load((tmp_path / "m" / "group_vars" / "all.yml").read_text())
     assert settings["slurm_mesh_major"] == "22.05"
+
+
+def test_mesh_is_taken_before_the_command_as_after_it(mesh, tmp_path, monkeypatch):
+    monkeypatch.setenv("MESHCTL_MESH", str(tmp_path / "elsewhere"))  # restored after the test
+    before = CliRunner().invoke(cli, ["--mesh", str(mesh.path), "machines", "--json"])
+    assert before.exit_code == 0, before.output
+    assert json.loads(before.output)["machines"] == []
+    after = CliRunner().invoke(cli, ["--mesh", str(tmp_path / "nowhere"), "machines", "--json", "--mesh",
+                                     str(mesh.path)])  # fmt: skip
+    assert after.exit_code == 0, after.output

@@ -22,13 +22,28 @@ def flt():
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("30m", 1800), ("90s", 90), (90, 90), ("2h", 7200), ("1d", 86400), (False, 0), (None, 0), ("", 0), (0, 0)],
+    [
+        ("30m", 1800),
+        ("90s", 90),
+        (90, 90),
+        ("2h", 7200),
+        ("1d", 86400),
+        (False, 0),
+        (None, 0),
+        ("", 0),
+        (0, 0),
+        ("30 minutes", 1800),
+        ("1h30m", 5400),
+        ("2 hours", 7200),
+        ("1 h 5 min", 3900),
+        ("90 Seconds", 90),
+    ],
 )
 def test_durations(value, seconds):
     assert flt().duration_seconds(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["30 minutes", "-5m", "10s", True, 1.5, "5m; reboot"])
+@pytest.mark.parametrize("value", ["30 minutess", "-5m", "10s", True, 1.5, "5m; reboot", "30 30m", "m30", "1h 30"])
 def test_a_duration_that_is_not_one_is_refused(value):
     with pytest.raises(flt().PowerSaveError):
         flt().duration_seconds(value)
@@ -220,3 +235,20 @@ def test_the_features_slurmctld_holds_are_updated_only_where_they_differ():
               "n4": "meshctl"}  # fmt: skip
     assert update(held, wanted) == {"n1": "meshctl,meshctl_idle_1800,paperspace", "n4": "meshctl"}
     assert update([], wanted) == {}  # nodes slurmctld does not list register anew
+
+
+def test_an_idle_stop_that_is_no_duration_is_refused_when_the_mesh_is_loaded(mesh):
+    import yaml
+
+    from meshctl.errors import InventoryError
+
+    data = yaml.safe_load(mesh.inventory.read_text())
+    data["all"]["hosts"]["head"]["idle_stop"] = "30 minutess"
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    with pytest.raises(InventoryError) as caught:
+        mesh.load()
+    assert "node head: idle_stop '30 minutess' is not a duration" in caught.value.message
+    assert caught.value.exit_code == 3 and "1h30m" in caught.value.hint
+    data["all"]["hosts"]["head"]["idle_stop"] = "30 minutes"
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    assert mesh.load()[0][0].extra["idle_stop"] == "30 minutes"

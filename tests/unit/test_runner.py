@@ -128,3 +128,15 @@ def test_a_mitogen_run_records_new_nodes_keys_first(tmp_path, one_known, monkeyp
     with pytest.raises(SystemExit):
         runner.run_playbook("site.yml", INVENTORY, known_hosts=one_known, limit="localhost,new")
     assert learned == [([("10.9.9.2", "ubuntu", 2222, "/keys/id")], one_known)]
+
+
+def test_a_run_ctrl_c_stopped_is_exit_130_saying_what_had_run_and_how_to_go_on():
+    from meshctl.errors import Interrupted
+
+    result = runner.RunResult("canceled", 254, stats={"head": {"ok": 12, "changed": 1}, "gpu1": {"failed": 1}})
+    with pytest.raises(Interrupted) as caught:
+        runner.raise_for(result, "retry")
+    assert caught.value.exit_code == 130 and "interrupted during the Ansible run; tasks had run on head" in str(
+        caught.value
+    )
+    assert "run the command again" in caught.value.hint
