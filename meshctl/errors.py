@@ -47,6 +47,12 @@ class PlaybookError(MeshctlError):
     exit_code = 5
 
 
+class Busy(MeshctlError):
+    """Another meshctl run holds the mesh (its lock): who, which command, since when."""
+
+    exit_code = 9
+
+
 class Interrupted(MeshctlError):
     """The user stopped a run (Ctrl+C): what finished is said, and how to go on."""
 

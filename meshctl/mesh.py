@@ -26,7 +26,7 @@ import netaddr
 import yaml
 
 from meshctl import resources
-from meshctl.errors import InventoryError, UsageError
+from meshctl.errors import Busy, InventoryError, UsageError
 
 INVENTORY = "mesh.yml"
 LOCK = "mesh.lock"
@@ -604,27 +604,35 @@ class Mesh:
             os.close(fd)
             raise InventoryError(f"{self.path / LOCK} is not a regular file", hint=f"remove it: rm {self.path / LOCK}")
         deadline = time.monotonic() + wait
+        held = False
         try:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = True
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another meshctl"
-                        raise InventoryError(
-                            f"the mesh is busy: {holder}",
-                            hint="wait for that run to finish, or pass --wait SECONDS",
-                        ) from None
+                        note = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+                        holder = display_note(note) or "another meshctl run (it left no note)"
+                        raise Busy(f"the mesh is busy: {holder}",
+                                   hint="wait for that run to finish, or pass --wait SECONDS") from None  # fmt: skip
                     time.sleep(0.5)
-            info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command})
+            since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            note = f"pid {os.getpid()} on {socket.gethostname()} running `{command}` since {since}"
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} running `{command}` ({info})\n".encode(), 0)
+            os.pwrite(fd, (note + "\n").encode(), 0)
             yield self
         finally:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+            if held:  # only the holder's note is the holder's to clear
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
             os.close(fd)
+
+
+def display_note(note: str) -> str:
+    """A lock note as one line of plain text (it is a file anyone with the folder could write)."""
+    return "".join(ch for ch in " ".join(note.split()) if ch.isprintable())[:300]
 
 
 @contextlib.contextmanager

@@ -460,7 +460,7 @@ def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     assert f"pid {first.pid} " in holder and "running `apply`" in holder
     before = bed.digest()
     second = bed.meshctl("apply")
-    assert second.returncode == 3 and f"the mesh is busy: pid {first.pid} " in second.stderr
+    assert second.returncode == 9 and f"the mesh is busy: pid {first.pid} " in second.stderr
     assert "--wait SECONDS" in second.stderr and "Traceback" not in second.stderr
     assert bed.digest() == before
     third = bed.meshctl("apply", "--wait", "600")  # starts when the first one ends
