@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from meshctl import display, resources, tailnet
+from meshctl.errors import UsageError
 from meshctl.mesh import Mesh, Node
 
 ERROR_CAP = 300
@@ -103,6 +104,11 @@ def doctor(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     """(links, all-reduce, problems): measure, then check what the nodes reported."""
     from meshctl.membership import head_of, run, unreachable_rows
 
+    active = [n.name for n in nodes if n.state == "active"]
+    if len(active) < 2:
+        raise UsageError(f"`meshctl doctor` measures the links between two nodes or more; the mesh has "
+                         f"{len(active)} active ({', '.join(active) or 'none'})",
+                         hint="add a node first: `meshctl add-node [USER@]HOST`")  # fmt: skip
     result = run(mesh, nodes, mesh_vars, "doctor.yml", progress, verbosity=verbosity)
     names = {n.name for n in nodes}
     on_tailnet = tailnet.uses_tailscale(mesh_vars)

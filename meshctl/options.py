@@ -19,8 +19,29 @@ wait_option = click.option(
     help="Seconds to wait when another meshctl run holds the mesh.",
 )  # fmt: skip
 verbose_option = click.option("-v", "--verbose", "verbosity", count=True, help="Pass -v to Ansible (repeatable).")
+
+
+def _private_key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--ssh-key is the private half: a public key (``id.pub``, ``ssh-ed25519 AAAA...``) is refused naming the other."""
+    if not value:
+        return value
+    head = ""
+    try:
+        with open(value, "rb") as handle:
+            head = handle.read(64).decode(errors="replace")
+    except OSError:
+        pass
+    if value.endswith(".pub") or head.startswith(("ssh-", "ecdsa-", "sk-")):
+        private = value.removesuffix(".pub")
+        raise click.BadParameter(f"{value} is a public key; --ssh-key takes the private one ({private})", ctx, param)
+    return value
+
+
 ssh_key_option = click.option(
-    "--ssh-key", type=click.Path(dir_okay=False), help="Private key for SSH (default: your ssh agent and config)."
+    "--ssh-key",
+    type=click.Path(dir_okay=False),
+    callback=_private_key,
+    help="Private key for SSH (default: your ssh agent and config).",
 )
 provider_option = click.option(
     "--provider",

@@ -107,7 +107,32 @@ def period(since: str | None, until: str | None, today: datetime.date | None = N
     for name, value in (("--since", start), ("--until", end)):
         if not DATE_RE.match(value):
             raise UsageError(f"{name} {value!r} is not a date", hint="use YYYY-MM-DD (or YYYY-MM-DDTHH:MM)")
+        try:
+            if value != "now":
+                datetime.datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise UsageError(f"{name} {value!r} is no day of the calendar ({exc})",
+                             hint="use YYYY-MM-DD with a real month and day") from None  # fmt: skip
     return start, end
+
+
+def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
+    """Whether the mesh turns Slurm's accounting on for the head anywhere a user sets it (mesh.yml's
+    vars, any group_vars file, the head's host_vars), else role slurm's default."""
+    import yaml
+
+    from meshctl import resources
+
+    found = [mesh_vars.get("slurm_accounting")]
+    for path in [*sorted((mesh.path / "group_vars").glob("*.yml")), mesh.path / "host_vars" / f"{head}.yml"]:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, yaml.YAMLError):
+            data = None
+        if isinstance(data, dict):
+            found.append(data.get("slurm_accounting"))
+    default = resources.role_defaults("slurm").get("slurm_accounting")
+    return any(v is True or str(v).lower() in ("true", "yes") for v in [*found, default] if v is not None)
 
 
 def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None):
@@ -115,6 +140,10 @@ def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, unt
     from meshctl.membership import head_of
 
     start, end = period(since, until)
+    if not accounting_on(mesh, mesh_vars, head_of(nodes).name):
+        raise UsageError("`meshctl usage` reads Slurm's accounting, which this mesh does not keep",
+                         hint="set `slurm_accounting: true` in group_vars/all.yml and run `meshctl apply` (jobs "
+                         "from then on are counted)")  # fmt: skip
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars, now=False)  # asked while Ansible reads the accounting
     result = runner.run_playbook(
         "usage.yml",

@@ -28,4 +28,10 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
         result = membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
     for note in result.notes:
         display.echo(note)
-    display.echo("check done: nothing was changed" if check else "mesh converged")
+    if not check:
+        display.echo("mesh converged")
+        return
+    would = {host: len(tasks) for host, tasks in (getattr(result, "changed", None) or {}).items() if tasks}
+    display.echo("check done: nothing was changed; " + (
+        f"{sum(would.values())} tasks would change it ({', '.join(f'{h}: {n}' for h, n in sorted(would.items()))}): "
+        "`meshctl apply` makes them" if would else "nothing would change"))  # fmt: skip

@@ -47,7 +47,8 @@ def command(provider, as_json, mesh_dir) -> None:
                 for r in rows
             ],
         )
-        display.echo(f"running: ${total:.2f}/h" + (f"; {len(forgotten)} cost money outside the mesh "
+        unknown = f" (and what {', '.join(sorted(problems))} bill: not known, no answer)" if problems else ""
+        display.echo(f"running: ${total:.2f}/h{unknown}" + (f"; {len(forgotten)} cost money outside the mesh "
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
             display.echo(

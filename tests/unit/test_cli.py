@@ -39,6 +39,7 @@ class FakeRunner(list):
         self.status = "successful"
         self.failures: list = []
         self.unreachable: list[str] = []
+        self.changed: dict[str, list[str]] = {}  # host -> the tasks that changed (or would, in check mode)
 
     def run_playbook(self, playbook, inventory, mesh_dir=None, **kw):
         self.append({"playbook": playbook, "inventory": inventory, "mesh_dir": mesh_dir, **kw})
@@ -53,7 +54,8 @@ class FakeRunner(list):
             stats.setdefault(f.host, {})["unreachable" if f.host in self.unreachable else "failed"] = 1
         hw = {h: dict(HW) for h in hosts if h not in self.unreachable and not any(f.host == h for f in failures)}
         ok = self.status == "successful" and not failures
-        return runner.RunResult("successful" if ok else "failed", 0 if ok else 2, failures, stats, hw=hw)
+        return runner.RunResult("successful" if ok else "failed", 0 if ok else 2, failures, stats, dict(self.changed),
+                                hw=hw)  # fmt: skip
 
 
 @pytest.fixture
@@ -362,3 +364,23 @@ def test_mesh_is_taken_before_the_command_as_after_it(mesh, tmp_path, monkeypatc
     after = CliRunner().invoke(cli, ["--mesh", str(tmp_path / "nowhere"), "machines", "--json", "--mesh",
                                      str(mesh.path)])  # fmt: skip
     assert after.exit_code == 0, after.output
+
+
+def test_apply_check_says_what_would_change_under_a_recap_that_shows_changes(mesh, fake_runner):
+    fake_runner.changed = {"head": ["Write slurm.conf", "Restart slurmctld"]}
+    result = invoke(mesh, "apply", "--check")
+    assert result.exit_code == 0, result.output
+    assert "check done: nothing was changed; 2 tasks would change it (head: 2): `meshctl apply` makes them" in (
+        result.output)  # fmt: skip
+    assert fake_runner[-1]["check"] is True
+    fake_runner.changed = {}
+    assert "check done: nothing was changed; nothing would change" in invoke(mesh, "apply", "--check").output
+
+
+def test_a_public_key_given_as_ssh_key_is_refused_naming_the_private_one(mesh, tmp_path, fake_runner):
+    public = tmp_path / "id_ed25519.pub"
+    public.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadKey me@laptop\n")
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "--ssh-key", str(public))
+    assert result.exit_code == 2 and f"is a public key; --ssh-key takes the private one ({tmp_path}/id_ed25519)" in (
+        " ".join(result.output.split()))  # fmt: skip
+    assert fake_runner == []

@@ -408,6 +408,8 @@ def test_one_provider_failing_does_not_hide_the_others(mesh, runpod, monkeypatch
     monkeypatch.setattr(cloud, "client", no_waiting)
     rows, problems = cloud.machines(mesh, *mesh.load())
     assert [r.name for r in rows] == ["trainer"] and "cannot be reached" in problems["lambda"]
+    shown = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)], terminal_width=200)
+    assert shown.exit_code == 7 and "running: $0.27/h (and what lambda bill: not known, no answer)" in shown.output
 
 
 def test_add_node_of_an_instance_takes_its_address_user_and_provider(mesh, runpod):

@@ -90,3 +90,16 @@ def test_the_allreduce_report_is_checked():
     failed = doctor.allreduce_of({"allreduce": {"rc": 1, "lines": [], "error": "srun: error: Unable to allocate"}})
     assert failed.error == "srun failed: srun: error: Unable to allocate"
     assert doctor.allreduce_of(None).error.startswith("not run")
+
+
+def test_doctor_on_one_node_says_two_are_needed_before_running_anything(mesh, monkeypatch):
+    from click.testing import CliRunner
+
+    from meshctl import runner
+    from meshctl.cli import cli
+
+    ran = []
+    monkeypatch.setattr(runner, "run_playbook", lambda *a, **kw: ran.append(a))
+    out = CliRunner().invoke(cli, ["doctor", "--mesh", str(mesh.path)])
+    assert out.exit_code == 2 and "measures the links between two nodes or more; the mesh has 1 active" in out.output
+    assert "meshctl add-node" in out.output and ran == []

@@ -257,3 +257,15 @@ def test_a_local_head_runs_the_systems_python_not_meshctls():
     hv = Node("desk", "127.0.0.1", roles=["head", "compute"], connection="local", mesh_address="100.64.0.1").hostvars()
     assert hv["ansible_python_interpreter"] == "/usr/bin/python3"
     assert "ansible_python_interpreter" not in Node("gpu1", "203.0.113.5").hostvars()
+
+
+def test_a_tab_in_mesh_yml_is_refused_with_its_line(tmp_path):
+    Mesh(tmp_path).save([Node("head", "10.0.0.1", roles=["head"], mesh_address="10.0.0.1")], {})
+    inventory = tmp_path / "mesh.yml"
+    lines = inventory.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if "ansible_host" in line)
+    lines[number] = "\t" + lines[number].lstrip()
+    inventory.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InventoryError) as caught:
+        Mesh(tmp_path).load()
+    assert f"line {number + 1}, column 1:" in caught.value.message and "never tabs" in caught.value.message

@@ -59,6 +59,8 @@ def test_the_period_defaults_to_this_month_and_is_checked():
         usage.period("last week", None)
     with pytest.raises(UsageError, match="is not a date"):
         usage.period("2026-10-01; rm -rf /", None)
+    with pytest.raises(UsageError, match="'2026-13-01' is no day of the calendar"):
+        usage.period("2026-13-01", None)
 
 
 def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch):
@@ -75,6 +77,11 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
     mesh.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1"),
                Node("gpu1", "100.64.0.2", state="active", mesh_address="100.64.0.2")], {})  # fmt: skip
     calls = []
+    (tmp_path / "group_vars").mkdir(exist_ok=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: false\n")
+    refused = CliRunner().invoke(cli, ["usage", "--mesh", str(tmp_path)])
+    assert refused.exit_code == 2 and "set `slurm_accounting: true` in group_vars/all.yml" in refused.output
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\n")
 
     def fake_run(playbook, inventory, mesh_dir=None, **kw):
         calls.append((playbook, kw))
