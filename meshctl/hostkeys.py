@@ -77,17 +77,20 @@ def offered(host: str, port: int) -> list[Fingerprint]:
     return parse_fingerprints(_run(["ssh-keygen", "-l", "-f", "-"], stdin=keys)) if keys else []
 
 
-def describe_change(name: str, host: str, port: int, known_hosts: Path) -> tuple[str, str]:
-    """(what happened, what to do) for a node whose host key changed, with both fingerprints."""
+def describe_change(name: str, host: str, port: int, known_hosts: Path, node: bool = True) -> tuple[str, str]:
+    """(what happened, what to do) for a machine whose host key changed, with both fingerprints;
+    ``node``: NAME is a node of the mesh (else a machine being added, which forget-host-key cannot name)."""
     before = recorded(known_hosts, host, port)
     now = offered(host, port)
     kinds = {f.kind for f in before}
     now_same_kind = [f for f in now if f.kind in kinds] or now
     was = ", ".join(map(str, before)) or "unknown"
     offers = ", ".join(map(str, now_same_kind)) or "nothing (no answer to ssh-keyscan)"
+    accept = (f"`meshctl forget-host-key {name}`" if node else
+              f"`ssh-keygen -R '{known_hosts_name(host, port)}' -f {known_hosts}`")  # fmt: skip
     return (
         f"{name} ({host}:{port}) offers another SSH host key: recorded {was}, offered now {offers}",
-        f"if {name} was re-rented or rebuilt, accept the new key with `meshctl forget-host-key {name}` and run "
+        f"if {name} was re-rented or rebuilt, accept the new key with {accept} and run "
         "the command again; if not, someone may be between you and it: do not go on",
     )
 

@@ -619,9 +619,11 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     return row
 
 
-def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None):
-    """playbooks/status.yml on ``targets`` (default: every node): one read per node, judged."""
-    quiet = runner.Progress(out=io.StringIO(), live=False)
+def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None,
+                verbosity: int = 0):  # fmt: skip
+    """playbooks/status.yml on ``targets`` (default: every node): one read per node, judged; with
+    ``verbosity``, Ansible's own output of the read is shown (``meshctl status -v``)."""
+    quiet = runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False)
     return runner.run_playbook(
         "status.yml",
         mesh.run_inventory(nodes, mesh_vars),
@@ -632,12 +634,17 @@ def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, ta
         vault_id=mesh_vars.get(vault.MESH_VAR),
         mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
         connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
-        stream=False,  # a second's run nobody watches: its events at the end
+        stream=bool(verbosity),  # a second's run nobody watches: its events at the end
+        verbosity=verbosity,
     )
 
 
 def status(
-    mesh: Mesh, nodes: list[Node], mesh_vars: dict | None = None, timeout: int = STATUS_CONNECT_TIMEOUT
+    mesh: Mesh,
+    nodes: list[Node],
+    mesh_vars: dict | None = None,
+    timeout: int = STATUS_CONNECT_TIMEOUT,
+    verbosity: int = 0,
 ) -> tuple[list[NodeStatus], str, bool]:
     """One row per node, MLflow's health, and whether everything is healthy.
 
@@ -648,7 +655,7 @@ def status(
     head = head_of(nodes)
     mesh_vars = mesh_vars or {}
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars)  # the providers' answer, while Ansible runs
-    result = read_status(mesh, nodes, mesh_vars, timeout)
+    result = read_status(mesh, nodes, mesh_vars, timeout, verbosity=verbosity)
     said = {f.host: f.message for f in result.failures}
     controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
     slurm_nodes = controller.get("slurm_nodes") or {}

@@ -71,7 +71,7 @@ def explain_failure(
     """(what went wrong, what to do) for an SSH connection that failed (rc 255)."""
     text = stderr.strip()
     if known_hosts is not None and hostkeys.is_changed_key(text):
-        return hostkeys.describe_change(name or host, host, port, known_hosts)
+        return hostkeys.describe_change(name or host, host, port, known_hosts, node=name is not None)
     low = text.lower()
     if "connection refused" in low:
         return (f"{host}:{port} refused the connection", f"check that sshd listens on port {port} of {host}")

@@ -135,7 +135,7 @@ def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
     return any(v is True or str(v).lower() in ("true", "yes") for v in [*found, default] if v is not None)
 
 
-def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None):
+def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None, verbosity: int = 0):
     """(rows, start, end, problems): each user's usage of the period, and what the providers said."""
     from meshctl.membership import head_of
 
@@ -151,11 +151,12 @@ def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, unt
         mesh.path,
         limit=head_of(nodes).name,
         known_hosts=mesh.known_hosts,
-        progress=runner.Progress(out=io.StringIO(), live=False),
+        progress=runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
+        verbosity=verbosity,
         extravars={"slurm_usage_start": start, "slurm_usage_end": end},
         vault_id=mesh_vars.get(vault.MESH_VAR),
         mitogen=False,
-        stream=False,
+        stream=bool(verbosity),
     )
     runner.raise_for(result, "fix the problem and run `meshctl usage` again")
     lines = (result.reports.get(head_of(nodes).name) or {}).get("lines") or []

@@ -10,7 +10,7 @@ import click
 from meshctl import display, membership
 from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh
-from meshctl.options import json_option, mesh_option
+from meshctl.options import json_option, mesh_option, verbose_option
 
 
 class Unhealthy(MeshctlError):
@@ -27,11 +27,12 @@ class Unhealthy(MeshctlError):
 )
 @json_option
 @mesh_option
-def command(timeout, as_json, mesh_dir) -> None:
+@verbose_option
+def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
-    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars, timeout=timeout)
+    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
     priced = any(r.price_per_hour is not None for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:

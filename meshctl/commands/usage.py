@@ -9,7 +9,7 @@ import click
 from meshctl import display
 from meshctl import usage as usage_lib
 from meshctl.mesh import Mesh
-from meshctl.options import json_option, mesh_option
+from meshctl.options import json_option, mesh_option, verbose_option
 
 
 @click.command("usage")
@@ -17,11 +17,12 @@ from meshctl.options import json_option, mesh_option
 @click.option("--until", help="End of the period (YYYY-MM-DD; default: now).")
 @json_option
 @mesh_option
-def command(since, until, as_json, mesh_dir) -> None:
+@verbose_option
+def command(since, until, as_json, mesh_dir, verbosity) -> None:
     """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
-    rows, start, end, problems = usage_lib.usage(mesh, nodes, mesh_vars, since, until)
+    rows, start, end, problems = usage_lib.usage(mesh, nodes, mesh_vars, since, until, verbosity)
     total = round(sum(r.cost for r in rows), 2)
     if as_json:
         out = {"since": start, "until": end, "cost": total, "problems": problems,

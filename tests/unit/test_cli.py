@@ -384,3 +384,30 @@ def test_a_public_key_given_as_ssh_key_is_refused_naming_the_private_one(mesh, t
     assert result.exit_code == 2 and f"is a public key; --ssh-key takes the private one ({tmp_path}/id_ed25519)" in (
         " ".join(result.output.split()))  # fmt: skip
     assert fake_runner == []
+
+
+def test_the_readmes_claims_about_shared_options_are_true_for_every_command():
+    import importlib
+    from pathlib import Path
+
+    from meshctl.cli import COMMANDS
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+
+    def claimed(sentence):
+        listed = re.search(re.escape(sentence) + r"[^:]*: ([a-z, -]+)\.", readme).group(1)
+        return set(listed.replace(" ", "").split(","))
+
+    def options(name):
+        command = importlib.import_module(f"meshctl.commands.{COMMANDS[name]}").command
+        found, todo = set(), [command]
+        while todo:
+            current = todo.pop()
+            found |= {o for p in current.params for o in getattr(p, "opts", [])}
+            todo += list(getattr(current, "commands", {}).values())
+        return found
+
+    public = set(COMMANDS) - {"relaunch-node"}
+    assert {n for n in public if "-v" in options(n)} == claimed("The commands that run Ansible take `-v`")
+    assert {n for n in public if "--wait" in options(n)} == claimed("The commands that change the mesh take `--wait")
+    assert {n for n in public if "--mesh" not in options(n)} == {"init", "render-node"}

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from meshctl import hostkeys
+from meshctl import hostkeys, ssh
 from meshctl.hostkeys import Fingerprint
 
 
@@ -81,3 +81,14 @@ def test_the_message_names_the_node_both_fingerprints_and_the_command(known_host
     what, fix = hostkeys.describe_change("gpu2", "10.9.9.9", 22, path)
     assert what == f"gpu2 (10.9.9.9:22) offers another SSH host key: recorded ED25519 {fp22}, offered now {new}"
     assert "meshctl forget-host-key gpu2" in fix and "do not go on" in fix
+
+
+def test_a_machine_that_is_no_node_yet_is_told_the_command_that_works_for_it(known_hosts, monkeypatch):
+    """add-node of an address whose recorded key changed: forget-host-key takes node names only."""
+    path, _fp22, _ = known_hosts
+    monkeypatch.setattr(hostkeys, "offered", lambda host, port: [])
+    what, fix = ssh.explain_failure("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!", "root", "10.9.9.9", 22, path)
+    assert "forget-host-key" not in fix and f"ssh-keygen -R '10.9.9.9' -f {path}" in fix
+    _what, fix = ssh.explain_failure("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!", "root", "10.9.9.9", 22, path,
+                                     name="gpu2")  # fmt: skip
+    assert "meshctl forget-host-key gpu2" in fix
