@@ -87,7 +87,7 @@ def test_a_machine_that_is_no_node_yet_is_told_the_command_that_works_for_it(kno
     """add-node of an address whose recorded key changed: forget-host-key takes node names only."""
     path, _fp22, _ = known_hosts
     monkeypatch.setattr(hostkeys, "offered", lambda host, port: [])
-    what, fix = ssh.explain_failure("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!", "root", "10.9.9.9", 22, path)
+    _what, fix = ssh.explain_failure("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!", "root", "10.9.9.9", 22, path)
     assert "forget-host-key" not in fix and f"ssh-keygen -R '10.9.9.9' -f {path}" in fix
     _what, fix = ssh.explain_failure("WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!", "root", "10.9.9.9", 22, path,
                                      name="gpu2")  # fmt: skip
