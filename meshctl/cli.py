@@ -30,6 +30,7 @@ COMMANDS = {
     "launch": "launch",
     "offers": "offers",
     "usage": "usage",
+    "check": "check",
     "doctor": "doctor",
     "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)
 }

@@ -572,12 +572,24 @@ class Mesh:
         try:
             nodes, mesh_vars = from_inventory(data)
             self.groups = user_groups(data)
-            return nodes, mesh_vars
         except InventoryError as exc:
             raise InventoryError(
                 f"{self.inventory}: {exc.message}",
                 hint=exc.hint or f"fix it by hand or restore {self.inventory.name}.bak",
             ) from None
+        self.check_settings(text)
+        return nodes, mesh_vars
+
+    def check_settings(self, inventory_text: str) -> None:
+        """Refuse a setting no role or meshctl knows, or of the wrong type (meshctl/settings.py)."""
+        from meshctl import settings
+
+        problems = settings.check(self.path, inventory_text)
+        if problems:
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more: `meshctl check` lists them)" if len(problems) > 1 else ""
+            raise InventoryError(f"{self.path / first.file}: line {first.line}: {first.message}{more}",
+                                 hint=first.hint)  # fmt: skip
 
     def save(self, nodes: list[Node], mesh_vars: dict) -> None:
         for node in nodes:

@@ -1,0 +1,166 @@
+"""The mesh's settings checked before anything runs: every key a user writes is one meshctl or a role knows.
+
+A key of ``group_vars/*.yml``, ``host_vars/*.yml``, ``mesh.yml``'s ``all.vars`` or a host's variables
+that is in a role's namespace (it starts with a role's name and ``_``, or ``meshctl_``) or nearly
+spells a known one must be a role's setting (an option of its ``meta/argument_specs.yml``) or one of
+meshctl's own (``known()``: what ``mesh.yml`` records of a node, ``idle_stop``, a provider's
+``<name>_prices`` where its API gives none); its value must have the type the spec says (leniently,
+as Ansible converts: ``"yes"`` is a bool, ``"30"`` an int). A misspelt key would be silently ignored
+by Ansible: here it is refused with its file, line and the closest known name. A variable of the
+user's own (for their playbooks: ``rack``, ``my_site_var``) is outside every namespace and kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from meshctl import resources
+
+# Keys meshctl itself reads or writes that no role declares.
+OWN = ("idle_stop", "idle_terminate", "mesh_tailnet_cidr", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
+NEAR = 0.85  # how alike a name must be to a known one to be taken for a misspelling of it
+TRUE_WORDS = ("true", "yes", "on", "1", "false", "no", "off", "0")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    key: str
+    message: str
+    hint: str
+
+    def __str__(self) -> str:
+        return f"{self.file} line {self.line}: {self.message}"
+
+
+@cache
+def specs() -> dict[str, dict]:
+    """Every role's settings: ``{name: its spec}`` (the union of every entry point's options)."""
+    found: dict[str, dict] = {}
+    for path in sorted(resources.roles_dir().glob("*/meta/argument_specs.yml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for entry in (data.get("argument_specs") or {}).values():
+            for name, spec in ((entry or {}).get("options") or {}).items():
+                found.setdefault(name, spec or {})
+    return found
+
+
+@cache
+def namespaces() -> tuple[str, ...]:
+    """The prefixes only meshctl and its roles use: each role's name and ``_``, and ``meshctl_``."""
+    roles = sorted(p.name for p in resources.roles_dir().iterdir() if (p / "meta").is_dir())
+    return (*(f"{r}_" for r in roles), "meshctl_")
+
+
+def ours(key: str) -> bool:
+    """Whether KEY is meant for meshctl or a role: in a namespace, or nearly a known name."""
+    return key.startswith(namespaces()) or bool(difflib.get_close_matches(key, sorted(known()), n=1, cutoff=NEAR))
+
+
+@cache
+def known() -> frozenset[str]:
+    from meshctl import mesh
+
+    common = resources.plugin("module_utils.mesh_cloud")
+    prices = {f"{p}_prices" for p in common.PROVIDERS if common.capabilities(p).price == "setting"}
+    return frozenset({*specs(), *OWN, *prices, *mesh.MANAGED_HOSTVARS, *mesh.RUN_HOSTVARS})
+
+
+def type_problem(value, kind: str | None) -> str | None:
+    """Why VALUE is not of the spec's type KIND (None when it is, or when it cannot be told)."""
+    if kind in (None, "raw") or (isinstance(value, str) and "{{" in value):
+        return None
+    ok = {
+        "bool": lambda v: isinstance(v, bool) or str(v).lower() in TRUE_WORDS,
+        "int": lambda v: (
+            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and v.strip().isdigit())
+        ),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "str": lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool),
+        "path": lambda v: isinstance(v, str),
+        "list": lambda v: isinstance(v, (list, str)),
+        "dict": lambda v: isinstance(v, dict),
+    }.get(kind)
+    if ok is None or ok(value):
+        return None
+    return f"is {type(value).__name__} {_short(value)}, not {kind}"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def key_lines(text: str) -> dict[tuple, int]:
+    """The line (1-based) of every mapping key of a YAML text, by its path of keys."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    lines[(*path, key.value)] = key.start_mark.line + 1
+                    walk(value, (*path, key.value))
+
+    with contextlib.suppress(yaml.YAMLError):
+        walk(yaml.compose(text), ())
+    return lines
+
+
+def check_mapping(values: dict, file: str, lines: dict[tuple, int], path: tuple = ()) -> list[Problem]:
+    problems = []
+    for key, value in (values or {}).items():
+        if not isinstance(key, str) or key.startswith("ansible_"):
+            continue
+        line = lines.get((*path, key), 0)
+        if key not in known():
+            if not ours(key):
+                continue  # the user's own variable, for their playbooks
+            close = difflib.get_close_matches(key, sorted(known()), n=1, cutoff=0.75)
+            hint = (f"did you mean `{close[0]}`?" if close else "each role's README lists its settings") + (
+                " (Ansible would ignore it silently)")  # fmt: skip
+            problems.append(Problem(file, line, key, f"unknown setting `{key}`", hint))
+            continue
+        wrong = type_problem(value, (specs().get(key) or {}).get("type"))
+        if wrong:
+            problems.append(Problem(file, line, key, f"`{key}` {wrong}",
+                                    f"the role's README says what `{key}` takes"))  # fmt: skip
+    return problems
+
+
+def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
+    """Every problem of the mesh's settings: group_vars, host_vars, mesh.yml's vars and host variables."""
+    mesh_dir = Path(mesh_dir)
+    problems: list[Problem] = []
+    for folder in ("group_vars", "host_vars"):
+        for path in sorted((mesh_dir / folder).glob("*.yml")):
+            try:
+                text = path.read_text(encoding="utf-8")
+                data = yaml.safe_load(text)
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                problems.append(Problem(f"{folder}/{path.name}", 0, "", f"cannot be read ({exc})", "fix it by hand"))
+                continue
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                problems.append(Problem(f"{folder}/{path.name}", 1, "", "is not a mapping of settings",
+                                        "write `name: value` lines"))  # fmt: skip
+                continue
+            problems += check_mapping(data, f"{folder}/{path.name}", key_lines(text))
+    if inventory_text is not None:
+        data = yaml.safe_load(inventory_text) or {}
+        lines = key_lines(inventory_text)
+        top = data.get("all") if isinstance(data, dict) else None
+        if isinstance(top, dict):
+            problems += check_mapping(top.get("vars") or {}, "mesh.yml", lines, ("all", "vars"))
+            for name, hv in (top.get("hosts") or {}).items():
+                if isinstance(hv, dict):
+                    problems += check_mapping(hv, "mesh.yml", lines, ("all", "hosts", name))
+    return problems
