@@ -31,6 +31,7 @@ COMMANDS = {
     "offers": "offers",
     "usage": "usage",
     "check": "check",
+    "autostop": "autostop",
     "doctor": "doctor",
     "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)
 }

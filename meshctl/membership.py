@@ -540,6 +540,8 @@ class NodeStatus:
     healthy: bool = field(default=False)
     problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
     price_per_hour: float | None = None  # what its provider bills for it now (meshctl/cloud.py); None: unknown
+    role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"
+    autostop: str = "-"  # its idle_stop as written in mesh.yml ("-": never stopped when idle)
 
 
 def tailnet_text(tailnet: dict | None) -> str:
@@ -673,8 +675,13 @@ def status(
             rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
                                            slurm_nodes.get(node.name, {})))  # fmt: skip
     costs, _problems = prices.result()
+    by_name = {n.name: n for n in nodes}
     for row in rows:
         row.price_per_hour = costs.get(row.name)
+        node = by_name[row.name]
+        row.role = "head" if "head" in node.roles else "compute"
+        stop = node.extra.get("idle_stop")
+        row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"
     mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
     sinfo_ok = bool(controller.get("sinfo_ok"))
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"

@@ -40,13 +40,13 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
                "nodes": [dataclasses.asdict(r) for r in rows]}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     else:
-        columns = ["node", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus"]
+        columns = ["node", "role", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus", "autostop"]
         display.table(
             "Mesh status",
             [*columns, *(["$/h"] if priced else []), "note"],
             [
-                [r.name, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
-                 *([display.dollars(r.price_per_hour)] if priced else []), r.error]
+                [r.name, r.role, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
+                 r.autostop, *([display.dollars(r.price_per_hour)] if priced else []), r.error]
                 for r in rows
             ],
         )  # fmt: skip

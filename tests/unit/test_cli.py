@@ -411,3 +411,31 @@ def test_the_readmes_claims_about_shared_options_are_true_for_every_command():
     assert {n for n in public if "-v" in options(n)} == claimed("The commands that run Ansible take `-v`")
     assert {n for n in public if "--wait" in options(n)} == claimed("The commands that change the mesh take `--wait")
     assert {n for n in public if "--mesh" not in options(n)} == {"init", "render-node"}
+
+
+def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake_runner):
+    import yaml
+
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("gpu1", "203.0.113.5", state="active", provider="paperspace", instance="paperspace:ps0001",
+                      mesh_address="100.64.0.2"))  # fmt: skip
+    nodes.append(Node("desk", "10.0.0.9", state="active", provider="local", mesh_address="100.64.0.3"))
+    mesh.save(nodes, mesh_vars)
+    done = invoke(mesh, "autostop", "gpu1", "1h30m")
+    assert done.exit_code == 0, done.output
+    assert "gpu1: stopped after 1h30m idle (5400 s)" in done.output
+    assert yaml.safe_load(mesh.inventory.read_text())["all"]["hosts"]["gpu1"]["idle_stop"] == "1h30m"
+    assert [run["limit"] for run in fake_runner] == ["localhost,head"]  # the head only
+    shown = invoke(mesh, "status", "--json")
+    listed = json.loads(shown.output[: shown.output.rindex("}") + 1])["nodes"]
+    assert {n["name"]: (n["role"], n["autostop"]) for n in listed} == {
+        "head": ("head", "-"), "gpu1": ("compute", "1h30m"), "desk": ("compute", "-")}  # fmt: skip
+    off = invoke(mesh, "autostop", "gpu1", "off")
+    assert (
+        off.exit_code == 0 and yaml.safe_load(mesh.inventory.read_text())["all"]["hosts"]["gpu1"]["idle_stop"] is False
+    )
+    before = mesh.inventory.read_text()
+    refused = invoke(mesh, "autostop", "desk", "30m")
+    assert refused.exit_code == 2 and "desk cannot be stopped when idle" in refused.output
+    assert invoke(mesh, "autostop", "gpu1", "30 minutess").exit_code == 2
+    assert mesh.inventory.read_text() == before and len(fake_runner) == 2 + 1  # status read once, nothing else

@@ -1,0 +1,56 @@
+"""meshctl autostop: set or cancel a rented node's idle stop (mesh.yml's idle_stop), on the head only."""
+
+from __future__ import annotations
+
+import click
+
+from meshctl import completion, display, membership, resources, runner
+from meshctl.errors import UsageError
+from meshctl.mesh import Mesh
+from meshctl.options import mesh_option, verbose_option, wait_option
+
+
+@click.command("autostop")
+@click.argument("name", shell_complete=completion.node_names)
+@click.argument("duration")
+@mesh_option
+@wait_option
+@verbose_option
+def command(name, duration, mesh_dir, wait, verbosity) -> None:
+    """Stop NAME after DURATION idle (30m, 1h30m, 90s, 30 minutes), or never (off).
+
+    Writes the node's idle_stop in mesh.yml (refused before anything changes when its provider cannot
+    stop it and bring it back) and converges the head only: Slurm's power saving lives there.
+    """
+    power = resources.plugin("filter.power_save")
+    off = duration.strip().lower() in ("off", "never", "false", "0", "none")
+    try:
+        seconds = 0 if off else power.duration_seconds(duration)
+    except power.PowerSaveError as exc:
+        raise UsageError(str(exc), hint="write it as 30m, 1h30m, 90s or 30 minutes, or off") from None
+    mesh = Mesh.find(mesh_dir)
+    with mesh.lock(f"autostop {name} {duration}", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        node = next((n for n in nodes if n.name == name), None)
+        if node is None:
+            raise UsageError(f"no node {name} in the mesh", hint="`meshctl status` lists the nodes")
+        if seconds:
+            hostvars = {**node.hostvars(), "idle_stop": duration}
+            plan = power.power_plan({name: hostvars}, mesh.setting("mesh_idle_stop_by_provider", mesh_vars))
+            if name in plan["refused"]:
+                raise UsageError(f"{name} cannot be stopped when idle: {plan['refused'][name]}",
+                                 hint="`meshctl machines` shows where each node runs")  # fmt: skip
+        before = node.extra.get("idle_stop")
+        node.extra["idle_stop"] = False if off else duration
+        mesh.save(nodes, mesh_vars)
+        head = membership.head_of(nodes)
+        try:
+            membership.apply(mesh, nodes, mesh_vars, runner.Progress(), head.name, verbosity=verbosity)
+        except BaseException:
+            if before is None:
+                node.extra.pop("idle_stop")
+            else:
+                node.extra["idle_stop"] = before
+            mesh.save(nodes, mesh_vars)  # as it was: the head did not take the new idle time
+            raise
+    display.echo(f"{name}: " + ("never stopped when idle" if off else f"stopped after {duration} idle ({seconds} s)"))
