@@ -62,10 +62,15 @@ def read_key(key_file: str | None, prompt) -> str:
         shown = "the file given" if _plugin().auth_key_kind(Path(key_file).name) else key_file
         path = Path(key_file)
         try:
-            if not stat.S_ISREG(path.stat().st_mode):
+            mode = path.stat().st_mode
+            if not stat.S_ISREG(mode):
                 raise UsageError(
                     f"{shown} is not a regular file", hint="save the key in a file (chmod 600) and pass that"
                 )
+            if stat.S_IMODE(mode) & 0o077:
+                raise UsageError(f"{shown} can be read by others (mode {stat.S_IMODE(mode):04o}): the key in it "
+                                 "joins any machine to the tailnet", hint=f"chmod 600 {shown}, then run the command "
+                                 "again (and make a new key if others may have read it)")  # fmt: skip
             with path.open("rb") as handle:
                 data = handle.read(MAX_KEY_BYTES + 1)
         except OSError as exc:
@@ -84,10 +89,23 @@ def read_key(key_file: str | None, prompt) -> str:
         text = prompt()
     if text is None or len(text) > MAX_KEY_BYTES:
         raise UsageError("the key given is too long to be a Tailscale auth key", hint="pass the key's file")
-    return text.strip()
+    return text.removeprefix("\ufeff").strip()  # a byte order mark some editors write is no part of the key
 
 
 MAX_KEY_BYTES = 4096
+
+
+def key_shape_problem(text: str) -> str:
+    """What around a key keeps it from being one (never the key itself): ``: ...`` or ""."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > 1:
+        return f": it holds {len(lines)} lines; keep only the key, on one line"
+    line = lines[0].strip() if lines else ""
+    if "=" in line.split("tskey-")[0] and line.split("=", 1)[1].strip("'\" "):
+        return f": it holds an assignment ({line.split('=', 1)[0].strip()[:30]}=...); keep only the key"
+    if line[:1] in "'\"" and line[:1] and line[-1:] == line[:1]:
+        return ": the key is in quotes; keep only the key, without them"
+    return ""
 
 
 def check_key(key: str, tags: list, source: str) -> str:
@@ -95,7 +113,7 @@ def check_key(key: str, tags: list, source: str) -> str:
     kind = _plugin().auth_key_kind(key)
     if kind is None:
         raise UsageError(
-            f"{source} does not hold a Tailscale auth key",
+            f"{source} does not hold a Tailscale auth key" + key_shape_problem(key),
             hint=f"make one in the admin console (Settings > Keys); meshctl accepts {KEY_SHAPES}",
         )
     if kind == "client" and not tags:

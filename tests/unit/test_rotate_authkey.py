@@ -77,6 +77,7 @@ def rotate(mesh, *args, key=None):
 def key_file(tmp_path, text):
     path = tmp_path / "new.key"
     path.write_text(text + "\n")
+    path.chmod(0o600)
     return str(path)
 
 
@@ -302,3 +303,30 @@ def test_a_failed_init_leaves_no_stored_key_behind(tmp_path, monkeypatch, folder
         assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
     else:
         assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (f"TS_AUTHKEY={NEW}", "it holds an assignment (TS_AUTHKEY=...); keep only the key"),
+        (f'"{NEW}"', "the key is in quotes; keep only the key, without them"),
+        (f"{NEW}\n{NEW}", "it holds 2 lines; keep only the key, on one line"),
+    ],
+)
+def test_a_key_file_with_more_than_the_key_says_what_to_remove(tailnet_mesh, fake, tmp_path, text, said):
+    result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, text))
+    assert result.exit_code == 2 and said in " ".join(result.output.split()) and NEW not in result.output
+    assert fake == []
+
+
+def test_a_key_file_with_a_byte_order_mark_is_read_and_one_others_can_read_refused(tailnet_mesh, fake, tmp_path):
+    fake.reports = {"head": report(), "gpu1": report("reauth", "100.64.0.2")}
+    path = Path(key_file(tmp_path, "\ufeff" + NEW))
+    done = rotate(tailnet_mesh, "--key-file", str(path))
+    assert done.exit_code == 0, done.output
+    assert tailnet.key_path(tailnet_mesh).read_text().strip() == NEW
+    path.chmod(0o644)
+    before = len(fake)
+    result = rotate(tailnet_mesh, "--key-file", str(path))
+    assert result.exit_code == 2 and "can be read by others (mode 0644)" in result.output
+    assert f"chmod 600 {path}" in " ".join(result.output.split()) and len(fake) == before

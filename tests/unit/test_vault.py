@@ -29,6 +29,7 @@ def password(tmp_path):
 def init(tmp_path, *extra):
     key_file = tmp_path / "ts.key"
     key_file.write_text(KEY + "\n")
+    key_file.chmod(0o600)
     args = ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1", "--name", "desk",
             "--authkey-file", str(key_file), *extra]  # fmt: skip
     return CliRunner().invoke(cli, args)
@@ -133,6 +134,7 @@ def test_rotate_authkey_stores_the_new_key_encrypted_and_runs_with_the_vault_id(
     monkeypatch.setattr(runner, "run_playbook", fake_run)
     new_file = tmp_path / "new.key"
     new_file.write_text(NEW + "\n")
+    new_file.chmod(0o600)
     CliRunner().invoke(cli, ["rotate-authkey", "--mesh", str(m.path), "--key-file", str(new_file)])
     assert calls and calls[0]["vault_id"] == f"meshctl@{password}"
     stored = (m.secrets / "tailscale.key").read_bytes()
