@@ -48,8 +48,9 @@ def console(out=None) -> Console:
     return Console(file=out or sys.stdout, highlight=False, soft_wrap=True)
 
 
-def rich_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=Text(clean(title, multiline=True)), title_justify="left")
+def rich_table(title: str | Text, columns: list[str], rows: list[list[str]]) -> Table:
+    """TITLE: plain text (cleaned, never markup), or a ``Text`` built from cleaned parts with styles."""
+    t = Table(title=title if isinstance(title, Text) else Text(clean(title, multiline=True)), title_justify="left")
     for column in columns:
         t.add_column(Text(clean(column)))
     for row in rows:

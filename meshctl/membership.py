@@ -626,7 +626,7 @@ def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, ta
     """playbooks/status.yml on ``targets`` (default: every node): one read per node, judged; with
     ``verbosity``, Ansible's own output of the read is shown (``meshctl status -v``)."""
     quiet = runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False)
-    return runner.run_playbook(
+    result = runner.run_playbook(
         "status.yml",
         mesh.run_inventory(nodes, mesh_vars),
         mesh.path,
@@ -639,6 +639,9 @@ def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, ta
         stream=bool(verbosity),  # a second's run nobody watches: its events at the end
         verbosity=verbosity,
     )
+    if result.status == "canceled":  # Ctrl+C: no node was judged, none is to be called down
+        runner.raise_for(result, "run it again")
+    return result
 
 
 def status(

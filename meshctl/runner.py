@@ -136,7 +136,11 @@ class Progress:
         return [[host, *(str(self.counts[host][k]) for k in COUNTS)] for host in sorted(self.counts)]
 
     def _render(self):
-        return display.rich_table(f"{self.play}\n[dim]{self.task}[/dim]", ["host", *COUNTS], self._rows())
+        from rich.text import Text
+
+        title = Text(display.clean(self.play))
+        title.append("\n" + display.clean(self.task), style="dim")  # styled, not markup: a task's name is text
+        return display.rich_table(title, ["host", *COUNTS], self._rows())
 
     def _say(self, line: str) -> None:
         line = display.clean(line)  # node text: no escape sequences reach the terminal

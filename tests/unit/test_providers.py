@@ -405,6 +405,7 @@ def test_a_launch_missing_what_its_provider_needs_names_the_options_before_askin
                                    "--mesh", str(mesh.path)])  # fmt: skip
     assert out.exit_code == UsageError.exit_code
     assert "a Lambda launch needs --region, --ssh-key-name" in out.output and lam.requests == []
+    assert "launching" not in out.output  # nothing said of a launch that never was
 
 
 def test_a_providers_words_lose_escapes_and_bidi_marks_before_anyone_shows_them():

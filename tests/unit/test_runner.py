@@ -140,3 +140,17 @@ def test_a_run_ctrl_c_stopped_is_exit_130_saying_what_had_run_and_how_to_go_on()
         caught.value
     )
     assert "run the command again" in caught.value.hint
+
+
+def test_the_live_table_shows_the_task_dimmed_not_its_markup():
+    import io
+
+    from rich.console import Console
+
+    progress = runner.Progress(out=io.StringIO(), live=False)
+    progress.play, progress.task = "Converge [head]", "Install slurmd [/dim]"
+    screen = io.StringIO()
+    Console(file=screen, force_terminal=True, width=100).print(progress._render())
+    shown = screen.getvalue()
+    assert "[dim]" not in shown and "Install slurmd [/dim]" in shown and "Converge [head]" in shown
+    assert "\x1b[2m" in shown  # dim, as a terminal shows it

@@ -440,3 +440,15 @@ def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
     for off in ({"state": "down~"}, {"state": "idle~", "reason": "meshctl: paperspace could not start it"},
                 {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"}):  # fmt: skip
         assert membership.resting_state(off) is None, off
+
+
+def test_ctrl_c_during_status_is_exit_130_not_a_head_to_start(mesh, monkeypatch):
+    from click.testing import CliRunner
+
+    from meshctl import runner
+    from meshctl.cli import cli
+
+    monkeypatch.setattr(runner, "run_playbook", lambda *a, **kw: runner.RunResult("canceled", 254))
+    out = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)])
+    assert out.exit_code == 130 and "interrupted during the Ansible run" in out.output
+    assert "cannot be reached" not in out.output and "start it" not in out.output
