@@ -70,11 +70,11 @@ def links_of(source: str, report: dict, names: set[str], on_tailnet: bool) -> tu
     return links, "; ".join(sorted(set(refused)))
 
 
-def allreduce_of(report: dict | None) -> AllReduce:
-    """The head's all-reduce report, checked."""
+def allreduce_of(report: dict | None, why: str = "the head could not be reached") -> AllReduce:
+    """The head's all-reduce report, checked; WHY: what kept the head from running it, when it did not."""
     raw = (report or {}).get("allreduce")
     if not isinstance(raw, dict):
-        return AllReduce(error="not run (the head could not be reached)")
+        return AllReduce(error=f"not run ({why})")
     lines = raw.get("lines") if isinstance(raw.get("lines"), list) else []
     line = next((str(x) for x in lines if str(x).startswith("{")), "")  # rank 0's one JSON line
     if not line:
@@ -127,4 +127,7 @@ def doctor(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     for failure in result.failures:
         if failure.host not in problems and failure.host in names:
             problems[failure.host] = f"{failure.task}: {_text(failure.message)}"
-    return links, allreduce_of(result.reports.get(head_of(nodes).name)), problems
+    head = head_of(nodes).name
+    why = problems.get(head, "the head could not be reached") if head not in result.unreachable else (
+        "the head could not be reached")  # fmt: skip
+    return links, allreduce_of(result.reports.get(head), why), problems

@@ -103,3 +103,11 @@ def test_doctor_on_one_node_says_two_are_needed_before_running_anything(mesh, mo
     out = CliRunner().invoke(cli, ["doctor", "--mesh", str(mesh.path)])
     assert out.exit_code == 2 and "measures the links between two nodes or more; the mesh has 1 active" in out.output
     assert "meshctl add-node" in out.output and ran == []
+
+
+def test_the_allreduce_not_run_says_what_stopped_the_head():
+    from meshctl import doctor
+
+    assert doctor.allreduce_of(None).error == "not run (the head could not be reached)"
+    said = doctor.allreduce_of(None, "Start iperf3: iperf3: command not found").error
+    assert said == "not run (Start iperf3: iperf3: command not found)"
