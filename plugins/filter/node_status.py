@@ -27,7 +27,7 @@ PROBLEMS = (
 )
 HEALTHY_PROBLEMS = ("", "pod", "no-nfs-kernel")
 SHARE_OK = ("exporting", "mounted", "fstab-only")
-WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+*~#:-]{0,39}")
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+*~#:%!$@^-]{0,39}")  # a state word and sinfo's flags (~ % # ! * $ @ ^ - +)
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
 REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}")

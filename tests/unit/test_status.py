@@ -452,3 +452,16 @@ def test_ctrl_c_during_status_is_exit_130_not_a_head_to_start(mesh, monkeypatch)
     out = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)])
     assert out.exit_code == 130 and "interrupted during the Ansible run" in out.output
     assert "cannot be reached" not in out.output and "start it" not in out.output
+
+
+@pytest.mark.parametrize(
+    ("state", "ready"),
+    [("idle%", True), ("idle~", True), ("idle#", True), ("idle!", True), ("idle$", True), ("idle@", True),
+     ("idle^", True), ("idle-", True), ("idle+", True), ("idle*", False), ("down*", False), ("drained", False)],
+)  # fmt: skip
+def test_every_flag_sinfo_appends_to_a_state_is_read_not_turned_to_unknown(state, ready):
+    """`sinfo -h -N -o %T` appends one of `~ % # ! * $ @ ^ - +` to a state word (Slurm's sinfo(1), NODE
+    STATE CODES): a node Slurm is powering down (`idle%`) is idle, not `unknown`."""
+    rows = flt().slurm_rows({"rc": 0, "stdout": f"gpu1|{state}|(null)|none\n"})
+    assert rows["gpu1"]["state"] == state and rows["gpu1"]["ready"] is ready
+    assert membership.resting_state({"state": "idle%"}) is not None
