@@ -416,3 +416,9 @@ def test_a_providers_words_lose_escapes_and_bidi_marks_before_anyone_shows_them(
     assert message == "no ]52;c;aWQK capacity here (bad 31m field)" and kind == "capacity"
     assert all(ch.isprintable() for ch in message)
     assert base.message_of({"error": {"message": "\x1b[2J\u202e"}}, ("error", "message")) == "[2J"
+
+
+def test_what_meshctl_prints_loses_the_arabic_letter_mark_and_the_other_invisible_formats():
+    from meshctl import display
+
+    assert display.clean("gpu\u061c1\u2066x\u2069\u2060\ufff9") == "gpu1x"
