@@ -27,7 +27,9 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -127,9 +129,27 @@ def register_key(api, public_key: str) -> str:
     return cloud.call(api.register_key, key_name(public_key), public_key)
 
 
+MAX_SPEC_BYTES = 64 * 1024
+
+
+def read_plain_file(path: Path, limit: int = MAX_SPEC_BYTES) -> str:
+    """PATH's text, read as root from a folder a less privileged user (SlurmUser) can write: never
+    through a symlink, never from a FIFO or a device (no hanging, no endless read), at most LIMIT bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(f"{path} is over {limit} bytes")
+    return data.decode("utf-8")
+
+
 def read_spec(path: Path) -> dict:
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = json.loads(read_plain_file(path))
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"cannot read the launch spec {path}: {exc}",

@@ -197,3 +197,22 @@ def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path,
     assert f"lambda:{launched[0].id} was terminated" in caught.value.hint
     assert lam.ssh_keys[relaunch.key_name(key.with_suffix(".pub").read_text())]  # the head's key, registered
     assert launched[0].public_keys == [key.with_suffix(".pub").read_text().strip()]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "device", "huge"])
+def test_the_launch_spec_is_read_from_plain_files_only(tmp_path, kind):
+    """The spec folder is SlurmUser's: root never follows a link there, waits on a FIFO or reads a device."""
+    import os
+
+    spec = tmp_path / "gpu2.json"
+    if kind == "symlink":
+        (tmp_path / "real.json").write_text('{"instance_type": "gpu_1x_a10", "region": "us-east-1"}')
+        spec.symlink_to(tmp_path / "real.json")
+    elif kind == "fifo":
+        os.mkfifo(spec)  # reading it would block until a writer comes
+    elif kind == "device":
+        spec = type(tmp_path)("/dev/zero")
+    else:
+        spec.write_text('{"instance_type": "gpu_1x_a10", "region": "us-east-1", "x": "' + "a" * 70000 + '"}')
+    with pytest.raises(UsageError, match="cannot read the launch spec"):
+        relaunch.read_spec(spec)
