@@ -20,7 +20,17 @@ import netaddr
 
 from meshctl import cloud, hostkeys, preflight, relaunch, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, MeshctlError, PartialError, PreflightError, ProviderError, UsageError
-from meshctl.mesh import LOCK, Mesh, Node, Target, atomic_write, check_name, parse_target, removed_on_failure
+from meshctl.mesh import (
+    LOCK,
+    Mesh,
+    Node,
+    Target,
+    atomic_write,
+    check_name,
+    node_named,
+    parse_target,
+    removed_on_failure,
+)
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
 GITIGNORE = """# Written by meshctl init. Runtime files:
@@ -695,9 +705,7 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
     """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
     node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
     No other node is contacted."""
-    node = next((n for n in nodes if n.name == name), None)
-    if node is None:
-        raise UsageError(f"no node named {name} in the mesh", hint="`meshctl status` lists the nodes")
+    node = node_named(nodes, name)
     if "head" in node.roles:
         raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
     if terminate and not node.instance:

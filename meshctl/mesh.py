@@ -80,6 +80,14 @@ class Target:
     port: int
 
 
+def node_named(nodes: list[Node], name: str) -> Node:
+    """The node called NAME; a UsageError naming where to see the nodes when there is none."""
+    node = next((n for n in nodes if n.name == name), None)
+    if node is None:
+        raise UsageError(f"no node named {name} in the mesh", hint="`meshctl status` lists the nodes")
+    return node
+
+
 def parse_target(text: str, default_user: str = "root") -> Target:
     """``[USER@]HOST[:PORT]``; IPv6 hosts go in brackets: ``root@[fd7a::1]:22``."""
     user, _, rest = text.rpartition("@")

@@ -6,7 +6,7 @@ import click
 
 from meshctl import completion, display, membership, resources, runner
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
+from meshctl.mesh import Mesh, node_named
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -31,9 +31,7 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"autostop {name} {duration}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        node = next((n for n in nodes if n.name == name), None)
-        if node is None:
-            raise UsageError(f"no node {name} in the mesh", hint="`meshctl status` lists the nodes")
+        node = node_named(nodes, name)
         if seconds:
             hostvars = {**node.hostvars(), "idle_stop": duration}
             plan = power.power_plan({name: hostvars}, mesh.setting("mesh_idle_stop_by_provider", mesh_vars))

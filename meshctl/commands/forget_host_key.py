@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display, hostkeys
-from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
+from meshctl.mesh import Mesh, node_named
 from meshctl.options import mesh_option, wait_option
 
 
@@ -23,9 +22,7 @@ def command(name, mesh_dir, wait) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"forget-host-key {name}", wait=wait):
         nodes, _ = mesh.load()
-        node = next((n for n in nodes if n.name == name), None)
-        if node is None:
-            raise UsageError(f"no node {name} in the mesh", hint="`meshctl status` lists the nodes")
+        node = node_named(nodes, name)
         gone = hostkeys.forget(mesh.known_hosts, node.host, node.port)
     if not gone:
         display.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
