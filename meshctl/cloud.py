@@ -186,7 +186,10 @@ def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = No
         raise UsageError(f"the mesh has no {provider} account",
                          hint=f"`meshctl provider add {provider} --key-file FILE`")  # fmt: skip
     answers, problems = {}, {}
-    for name in [provider] if provider else configured(mesh):
+    asked = [provider] if provider else configured(mesh)
+    if asked and sys.stderr is not None and sys.stderr.isatty():  # a slow or retried answer is no silence
+        print(f"asking {', '.join(asked)} ...", file=sys.stderr, flush=True)
+    for name in asked:
         try:
             answers[name] = call(getattr(account(mesh, mesh_vars, name), method))
         except (ProviderError, UsageError) as exc:

@@ -422,3 +422,11 @@ def test_what_meshctl_prints_loses_the_arabic_letter_mark_and_the_other_invisibl
     from meshctl import display
 
     assert display.clean("gpu\u061c1\u2066x\u2069\u2060\ufff9") == "gpu1x"
+
+
+def test_asking_the_providers_is_said_on_a_terminal_while_it_lasts(mesh, two_providers, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    cloud.ask_each(mesh, {}, "list")
+    assert "asking lambda, runpod ..." in capsys.readouterr().err
