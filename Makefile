@@ -8,25 +8,31 @@ export PY_COLORS ?= 0
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine images lint unit suites e2e molecule collection collection-link demo-down clean
+.PHONY: demo test venv engine cache images lint unit suites e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
-demo: venv engine
+demo: venv engine cache
 	@$(T) images python -m meshctl.localmesh images --suite bookworm
 	@$(T) nodes python -m meshctl.localmesh up --suite bookworm
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine images lint unit collection suites
+test: venv engine cache images lint unit collection suites
 
 # The end-to-end tests and the Molecule scenarios at once: both mostly wait on daemons and timers
 # (idle times, heartbeats, requeues), and use their own networks and container names. LATE_E2E run
 # after Molecule, beside the other e2e tests, so both lanes take about as long (docs/testing.md).
 LATE_E2E := tests/e2e/test_relaunch.py
+# Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
+# on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
+PROFILE := build/profile
 suites: images collection-link
-	@scripts/together \
-	  e2e 'pytest -q -m e2e --durations=12 $(addprefix --ignore=,$(LATE_E2E))' \
-	  molecule 'molecule test --all && pytest -q -m e2e --durations=3 $(LATE_E2E)'
+	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
+	@ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
+	  e2e 'ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log pytest -q -m e2e --durations=0 $(addprefix --ignore=,$(LATE_E2E))' \
+	  molecule 'export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; python scripts/molecule_all.py && pytest -q -m e2e --durations=0 $(LATE_E2E)'; \
+	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
+	  python -m meshctl.localmesh cache; exit $$rc
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -35,6 +41,10 @@ $(VENV)/.installed: pyproject.toml
 
 engine: venv
 	@$(T) engine python -m meshctl.localmesh engine
+
+# The nodes' Debian packages through apt-cacher-ng on this machine (meshctl/localmesh/cache.py).
+cache: venv
+	@$(T) cache python -m meshctl.localmesh cache
 
 images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
@@ -48,7 +58,7 @@ collection: venv collection-link
 	@$(T) collection ansible-galaxy collection build --force --output-path build/collection
 
 lint: venv collection-link
-	@$(T) ruff bash -c 'ruff check meshctl tests plugins bench examples && ruff format --check meshctl tests plugins bench examples'
+	@$(T) ruff bash -c 'ruff check meshctl tests plugins bench examples scripts && ruff format --check meshctl tests plugins bench examples scripts'
 	@$(T) yamllint yamllint -s .
 	@$(T) ansible-lint ansible-lint --offline -q
 
@@ -59,7 +69,7 @@ e2e: images collection-link
 	@$(T) e2e pytest -q -m e2e
 
 molecule: images collection-link
-	@$(T) molecule molecule test --all
+	@$(T) molecule python scripts/molecule_all.py
 
 demo-down: venv
 	python -m meshctl.localmesh down

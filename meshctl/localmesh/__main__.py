@@ -7,7 +7,7 @@ import sys
 import click
 
 from meshctl.errors import MeshctlError
-from meshctl.localmesh import engine, images, nodes
+from meshctl.localmesh import cache, engine, images, nodes
 
 
 @click.group()
@@ -20,6 +20,18 @@ def main() -> None:
 def engine_cmd(timeout: float) -> None:
     """Make a Docker engine answer (install and start it when needed)."""
     engine.ensure(timeout=timeout)
+
+
+@main.command("cache")
+@click.option("--stop", is_flag=True, help="Stop the cache this command started.")
+def cache_cmd(stop: bool) -> None:
+    """Serve the nodes Debian's packages from this machine (apt-cacher-ng on port 3142)."""
+    if stop:
+        cache.stop()
+        return
+    cache.ensure(images.spec_for("bookworm").mirror)
+    click.echo(f"package cache: {cache.usage()} held in {cache.CACHE_DIR}")
+    click.echo(cache.summary())
 
 
 @main.command("images")

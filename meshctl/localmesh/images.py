@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl.errors import EnvironmentProblem
+from meshctl.localmesh import cache
 
 LABEL = "org.meshctl.inputs"
 BUILDER_VERSION = "1"
@@ -58,6 +59,24 @@ if [ -f /tmp/meshctl-extra-ca.crt ]; then
   rm /tmp/meshctl-extra-ca.crt
   update-ca-certificates >/dev/null
 fi
+# Test bed only: apt goes through the package cache on this machine (meshctl/localmesh/cache.py)
+# when one answers on the node's default gateway, and straight to the mirror when none does.
+mkdir -p /usr/local/lib/meshctl-testbed
+cat > /usr/local/lib/meshctl-testbed/apt-proxy <<'SCRIPT'
+#!/bin/bash
+gw=$(awk '$2 == "00000000" {{ print $3; exit }}' /proc/net/route)
+if [ ${{#gw}} -eq 8 ]; then
+  ip=$(printf '%d.%d.%d.%d' "0x${{gw:6:2}}" "0x${{gw:4:2}}" "0x${{gw:2:2}}" "0x${{gw:0:2}}")
+  if timeout 1 bash -c "exec 3<>/dev/tcp/$ip/{cache_port}" 2>/dev/null; then
+    echo "http://$ip:{cache_port}"
+    exit 0
+  fi
+fi
+echo DIRECT
+SCRIPT
+chmod 755 /usr/local/lib/meshctl-testbed/apt-proxy
+echo 'Acquire::http::Proxy-Auto-Detect "/usr/local/lib/meshctl-testbed/apt-proxy";' \
+  > /etc/apt/apt.conf.d/00meshctl-testbed-proxy
 # Units that make no sense in a container (no consoles, no kernel to tune).
 systemctl mask getty@tty1.service console-getty.service serial-getty@ttyS0.service \
   systemd-remount-fs.service sys-kernel-config.mount sys-kernel-debug.mount \
@@ -179,7 +198,7 @@ def _build_node(spec: ImageSpec, key: str, ca: Path | None) -> None:
     try:
         if ca is not None:
             _run(["docker", "cp", str(ca), f"{name}:/tmp/meshctl-extra-ca.crt"])
-        script = LAYER_SCRIPT.format(packages=" ".join(LAYER_PACKAGES))
+        script = LAYER_SCRIPT.format(packages=" ".join(LAYER_PACKAGES), cache_port=cache.PORT)
         _run(["docker", "exec", name, "sh", "-c", script])
         _run(
             [

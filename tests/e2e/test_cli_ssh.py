@@ -24,7 +24,7 @@ import pytest
 
 from meshctl.localmesh import nodes
 from meshctl.mesh import Mesh
-from tests.e2e import wait_for_ssh
+from tests.e2e import on_container, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -407,14 +407,23 @@ def wait_job(bed, job: str) -> str:
 def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_head(bed):
     job = bed.on_head("sbatch --parsable -w ctl --wrap 'sleep 600'").strip()
     assert wait_job(bed, job) == "RUNNING"
-    before = {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")}
+    units = ("slurmctld", "slurmd", "nfs-ganesha")
+    before = {unit: pid("e2e-head", unit) for unit in units}
+    bed.on_head("echo 'written on the head' > /mnt/shared-slurm/from-head.txt")
     subprocess.run(["docker", "stop", "e2e-n1"], capture_output=True, check=True)
     result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--provider", "local")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     lines = result.stdout.splitlines()
     recap = {line.split()[0] for line in lines[lines.index("Recap") + 2 :] if line.startswith("  ")}
     assert recap == {"localhost", "ctl", "n2"}  # n1 (stopped) was not part of the run at all
-    assert {unit: pid("e2e-head", unit) for unit in ("slurmctld", "slurmd")} == before  # nothing restarted
+    # Nothing restarted: Slurm's daemons and the NFS server keep their PIDs (the export grew by a reload).
+    assert {unit: pid("e2e-head", unit) for unit in units} == before
+    assert f"{N2}/32" in bed.on_head("grep -E '^\\s*Clients = ' /etc/ganesha/ganesha.conf")
+    # The new node reads the share through the reloaded export (libnfs's userspace client: a container
+    # cannot mount NFS; installed here, as molecule's prepare does).
+    on_container("e2e-n2", "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnfs-utils >/dev/null 2>&1")
+    read = on_container("e2e-n2", f"nfs-cat 'nfs://{HEAD}/mnt/shared-slurm/from-head.txt?version=4'")
+    assert read == "written on the head", read
     assert wait_state(bed, "n2", "idle") == "idle"
     assert bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING"
     facts = json.loads((bed.mesh / "facts" / "n2.json").read_text())
