@@ -29,9 +29,12 @@ PROFILE := build/profile
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	@ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
-	  e2e 'ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log pytest -q -m e2e --durations=0 $(addprefix --ignore=,$(LATE_E2E))' \
-	  molecule 'export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; python scripts/molecule_all.py && pytest -q -m e2e --durations=0 $(LATE_E2E)'; \
+	  e2e 'set -o pipefail; ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log pytest -q -m e2e --durations=0 \
+	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log' \
+	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; python scripts/molecule_all.py \
+	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
+	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \
 	  python -m meshctl.localmesh cache; exit $$rc
 
 venv: $(VENV)/.installed

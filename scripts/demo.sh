@@ -20,7 +20,9 @@ python -m meshctl.localmesh authorize --key "$KEY.pub" head gpu1 cpu1
 echo "==> Simulating two GPUs on gpu1"
 molecule/resources/simulate-gpus gpu1
 
-if [ ! -f "$MESH/mesh.yml" ]; then
+again=0
+[ -f "$MESH/mesh.yml" ] && again=1  # a second `make demo`: the mesh is converged again below
+if [ "$again" = 0 ]; then
   echo "==> meshctl init $MESH --head root@$HEAD"
   meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
   # The demo nodes are containers behind this machine's TLS-intercepting proxy (if any): pip
@@ -54,8 +56,11 @@ for node in gpu1:$GPU1 cpu1:$CPU1; do
     meshctl add-node "root@$addr" --name "$name" --ssh-key "$KEY" --provider local
   fi
 done
-echo "==> meshctl apply (converges anything left pending; changes nothing otherwise)"
-meshctl apply
+if [ "$again" = 1 ]; then
+  # On a first run each add-node above converged its node and the head: nothing is left pending.
+  echo "==> meshctl apply (converges anything left pending; changes nothing otherwise)"
+  meshctl apply
+fi
 echo "==> meshctl status"
 meshctl status
 echo "==> A Slurm job across all nodes: srun -N3 hostname"

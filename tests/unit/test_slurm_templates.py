@@ -115,6 +115,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_return_to_service": 2,
         "slurm_requeue_exit": DEFAULTS["slurm_requeue_exit"],
         "slurm_slurmd_timeout": DEFAULTS["slurm_slurmd_timeout"],
+        "slurm_requeue_delay": DEFAULTS["slurm_requeue_delay"],
         "slurm_health_program": DEFAULTS["slurm_health_program"],
         "slurm_health_check_interval": DEFAULTS["slurm_health_check_interval"],
         "slurm_config_extra": {},
@@ -162,6 +163,8 @@ def test_static_membership_includes_the_node_lines(render, mesh):
 def test_a_job_whose_node_fails_is_requeued_and_a_script_may_ask_to_run_again(render, mesh):
     lines = slurm_conf(render, mesh, [])
     assert "JobRequeue=1" in lines and "RequeueExit=85" in lines and "SlurmdTimeout=120" in lines
+    assert "AuthInfo=cred_expire=120" in lines  # the requeue delay: Slurm's own default unless set
+    assert "AuthInfo=cred_expire=30" in slurm_conf(render, mesh, [], slurm_requeue_delay=30)
     assert "HealthCheckProgram=/usr/local/libexec/meshctl/node-health" in lines and "HealthCheckNodeState=ANY" in lines
     ddp = (TEMPLATES.parents[2] / "examples" / "ddp" / "ddp.sbatch").read_text()
     assert "awk '/^RequeueExit / " in ddp and "#SBATCH --requeue" in ddp  # the example reads the mesh's code

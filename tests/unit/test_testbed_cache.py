@@ -122,3 +122,27 @@ def test_the_report_sums_by_kind_and_role():
     assert text.splitlines()[0] == "2 Ansible runs, 4 task runs, 13 s of task time in all"
     assert "        7 s  53.8 %      1x  mlflow" in text
     assert "        5 s  38.4 %      2x  slurm" in text
+
+
+spec = importlib.util.spec_from_file_location("test_seconds", REPO / "scripts" / "test_seconds.py")
+test_seconds = importlib.util.module_from_spec(spec)
+sys.modules["test_seconds"] = test_seconds
+spec.loader.exec_module(test_seconds)
+
+
+def test_seconds_are_summed_by_file_with_a_fixtures_setup():
+    lines = [
+        "[e2e 47:30] 375.01s call     tests/e2e/test_power_save.py::test_an_idle_rented_node_is_stopped",
+        "[e2e 47:30] 312.49s setup    tests/e2e/test_power_save.py::test_an_idle_rented_node_is_stopped",
+        "223.84s call     tests/e2e/test_cli_ssh.py::test_add_node_makes_it_idle",
+        "[e2e 47:30] 0.50s teardown tests/e2e/test_cli_ssh.py::test_add_node_makes_it_idle",
+        "[e2e 47:31] 45 passed, 770 deselected in 2883.93s (0:48:03)",
+    ]
+    found = test_seconds.by_file(lines)
+    assert found == {
+        "tests/e2e/test_power_save.py": {"setup": 312.49, "call": 375.01, "teardown": 0.0},
+        "tests/e2e/test_cli_ssh.py": {"setup": 0.0, "call": 223.84, "teardown": 0.5},
+    }
+    text = test_seconds.table(found).splitlines()
+    assert text[1].split() == ["688", "312", "375", "tests/e2e/test_power_save.py"]
+    assert text[-1].split() == ["912", "in", "all"]
