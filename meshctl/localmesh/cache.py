@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl.errors import EnvironmentProblem
+from meshctl.localmesh import engine
 
 # Our own port, beside the package's default (3142): a machine may run apt-cacher-ng for itself,
 # set up for mirrors this one cannot reach.
@@ -115,16 +116,9 @@ def observe(mirror: str) -> CacheState:
 
 
 def _install() -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "apt-cacher-ng"]):
-        result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise EnvironmentProblem(
-                f"{' '.join(cmd)} failed: {result.stderr.strip()[-400:]}",
-                hint="install it by hand (apt-get install apt-cacher-ng), or go on without it",
-            )
-    # The package's own service may have been started by its postinst where an init runs: ours
-    # listens on the same port, so only one may run; the package's is left to its init.
+    # Where an init runs, the package's postinst may start its own service: it listens on 3142 with
+    # the package's settings, beside ours on PORT.
+    engine.apt_install("apt-cacher-ng", hint="install it by hand (apt-get install apt-cacher-ng), or go on without it")
 
 
 def _configure(mirror: str) -> None:

@@ -79,15 +79,17 @@ def observe() -> EngineState:
     )
 
 
-def _install() -> None:
+def apt_install(package: str, hint: str) -> None:
+    """Install one of Debian's packages on this machine (the test bed's engine, its cache)."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "docker.io"]):
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            raise EnvironmentProblem(
-                f"{' '.join(cmd)} failed: {result.stderr.strip()[-400:]}",
-                hint="install a Docker engine by hand (apt-get install docker.io) and retry",
-            )
+            raise EnvironmentProblem(f"{' '.join(cmd)} failed: {result.stderr.strip()[-400:]}", hint=hint)
+
+
+def _install() -> None:
+    apt_install("docker.io", hint="install a Docker engine by hand (apt-get install docker.io) and retry")
 
 
 def _start() -> None:
