@@ -19,19 +19,24 @@ demo: venv engine cache
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
 test: venv engine cache images lint unit collection suites
 
-# The end-to-end tests and the Molecule scenarios at once: both mostly wait on daemons and timers
-# (idle times, heartbeats, requeues), and use their own networks and container names. LATE_E2E run
-# after Molecule, beside the other e2e tests, so both lanes take about as long (docs/testing.md).
-LATE_E2E := tests/e2e/test_relaunch.py
+# The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
+# (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
+# the scenarios default, debian13 and mixed (the same names: one lane, one after the other).
+# Lane e2e: the e2e files but LATE_E2E, then the scenarios of E2E_SCENARIOS. Lane molecule: the
+# other scenarios, then LATE_E2E. tests/unit/test_lanes.py checks every file and scenario has a lane.
+LATE_E2E := tests/e2e/test_pod.py
+E2E_SCENARIOS := tailscale
+MOLECULE_SCENARIOS := default debian13 mixed
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
 PROFILE := build/profile
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	@ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
-	  e2e 'set -o pipefail; ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log pytest -q -m e2e --durations=0 \
-	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log' \
-	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; python scripts/molecule_all.py \
+	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; pytest -q -m e2e --durations=0 \
+	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log && python scripts/molecule_all.py $(E2E_SCENARIOS)' \
+	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
+	    python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \

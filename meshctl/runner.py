@@ -279,6 +279,11 @@ def mitogen_strategies() -> Path | None:
     return folder if folder.is_dir() else None
 
 
+def strategy_said(strategies: Path | None) -> str:
+    """How a run log names the way its run went: Mitogen's strategy or plain Ansible."""
+    return "Mitogen (MESHCTL_MITOGEN=1)" if strategies is not None else "plain Ansible"
+
+
 def first_contacts(inventory: dict, limit: str | None, known_hosts: Path) -> list[tuple[str, str, int, str | None]]:
     """(host, user, port, key) of the run's SSH nodes whose host key known_hosts does not hold yet."""
     hosts = inventory.get("all", {}).get("hosts") or {}
@@ -378,6 +383,8 @@ def run_playbook(
             extravars = {"meshctl_free_strategy": "mitogen_free", **(extravars or {})}
             if known_hosts:  # Mitogen's ssh refuses a key it has not seen: record new nodes' keys first
                 ssh.learn_host_keys(first_contacts(inventory, limit, known_hosts), known_hosts)
+        if log is not None:  # which of the two ways this run went (support: "was it under Mitogen?")
+            log.write(f"# meshctl: {Path(playbook).name}, {strategy_said(strategies)}\n")
         try:
             settings = dict(
                 private_data_dir=str(private),

@@ -43,3 +43,17 @@ def on_container(container: str, command: str) -> str:
 def slurm_job_state(container: str, job: str) -> str:
     """A job's state as the head (CONTAINER) says it: RUNNING, COMPLETED, ..."""
     return on_container(container, f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
+
+
+# meshctl's runs are plain Ansible unless MESHCTL_MITOGEN=1 (docs/usage.md). test_cli_ssh.py,
+# test_first_run.py and test_collection.py run the default; the provider files (test_pod.py,
+# test_power_save.py, test_relaunch.py) run the opt-in, so both ways have end-to-end tests and the
+# suite spends half the CPU on those files' converges (docs/testing.md). Molecule runs the same roles
+# under Mitogen too. A head's own runs (relaunch) are plain whatever this says.
+MITOGEN = {"MESHCTL_MITOGEN": "1"}
+
+
+def runs_said(mesh_dir) -> list[str]:
+    """The first line of each run log kept under MESH_DIR: which way each run went."""
+    logs = sorted((mesh_dir / "logs").glob("*.log"))
+    return [path.read_text(errors="replace").partition("\n")[0] for path in logs]

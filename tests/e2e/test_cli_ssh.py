@@ -467,7 +467,7 @@ def wait_for_playbook(bed, command: str, seconds: float = 120) -> None:
 
 
 def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
-    first = bed.spawn("apply")
+    first = bed.spawn("apply", "--limit", "n1")  # one node: the lock is the mesh's whatever the run covers
     holder = bed.wait_for_lock_holder()
     assert f"pid {first.pid} " in holder and "running `apply`" in holder
     before = bed.digest()
@@ -475,7 +475,7 @@ def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     assert second.returncode == 9 and f"the mesh is busy: pid {first.pid} " in second.stderr
     assert "--wait SECONDS" in second.stderr and "Traceback" not in second.stderr
     assert bed.digest() == before
-    third = bed.meshctl("apply", "--wait", "600")  # starts when the first one ends
+    third = bed.meshctl("apply", "--limit", "n1", "--wait", "600")  # starts when the first one ends
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, out[-2000:] + err
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr

@@ -34,7 +34,7 @@ import yaml
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
-from tests.e2e import wait_for, wait_for_ssh
+from tests.e2e import MITOGEN, runs_said, wait_for, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -105,7 +105,7 @@ class PodBed:
         self.api: Standin | None = None
 
     def meshctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        env = {**os.environ, "MESHCTL_MESH": str(self.mesh)}
+        env = {**os.environ, "MESHCTL_MESH": str(self.mesh), **MITOGEN}  # the opt-in: tests/e2e/__init__.py
         if self.api is not None:
             env["MESHCTL_RUNPOD_API_URL"] = self.api.url
         return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=self.root, capture_output=True, text=True,
@@ -216,6 +216,7 @@ def test_add_node_of_a_pod_gives_an_idle_node_that_runs_jobs(bed):
         handle.write("job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\njob_env_torch: ''\n")
     result = bed.meshctl("add-node", f"root@{POD}", "--name", "rp1", "--ssh-key", str(bed.key))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+    assert runs_said(bed.mesh)[-1] == "# meshctl: site.yml, Mitogen (MESHCTL_MITOGEN=1)"
     # The preflight saw a pod (RUNPOD_* in PID 1's environment) and said what pod mode means.
     assert re.search(r"pod mode\s.*yes", result.stdout) and "supervisor" in result.stdout
     assert "mesh_pod: true" in (bed.mesh / "mesh.yml").read_text()

@@ -1,22 +1,40 @@
-"""Issue 29: Slurm stops an idle rented node through its provider's API and starts it for a job.
+"""Issue 29: Slurm's power saving through the providers' APIs, on one head and real daemons.
 
-A Debian 12 head and one node, the node being a "Paperspace machine" of the stand-in API
-(tests/cloud_standin.py, Docker backend: stop = `docker stop`, start = `docker start`, as a
-Paperspace machine keeps its disk). meshctl is told which instance the node is (`meshctl_instance`
-in mesh.yml) and `idle_stop: 60s`; then, on real daemons: the node idle for that long is stopped
-(`idle~`, its container stopped), a job for it starts it again and runs. Needs the Docker engine
-and the meshctl-node:bookworm image.
+One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider's instance
+(tests/cloud_standin.py, Docker backends, the stand-ins on the nodes' network gateway):
+
+- n1, a "Paperspace machine" (stop = `docker stop`, start = `docker start`: a Paperspace machine
+  keeps its disk). meshctl is told which instance it is (`meshctl_instance`) and `idle_stop: 60s`;
+  idle for that long it is stopped (`idle~`, its container stopped); a job for it starts it again
+  and runs.
+- gpu2, a Lambda instance (Lambda has no stop): the stand-in's launches are new Docker nodes with
+  nothing of the mesh on them (a user `ubuntu` with sudo and the launch's SSH key authorized, as a
+  Lambda VM comes). `meshctl launch lambda` adds it (the control machine's key is registered at
+  Lambda as `laptop`); with `idle_stop: 60s` and `idle_terminate: true`, `meshctl apply` gives the
+  head its relaunch service (meshctl itself, pip-installed there, on the head's copy of the mesh).
+  Idle, gpu2 is terminated (`idle~`, its container removed); a job for it has the head register its
+  own key at Lambda, launch a new instance named gpu2, authorize the control machine's key on it and
+  converge it (`apply --limit gpu2` on the head), and the job runs; the control machine's next
+  `meshctl apply` records the new instance (found by the node's name) and reaches it; idle again it
+  is terminated again; a launch Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
+
+One bed for both (one head converged once, issue 39): the global SuspendTime is an hour, so only a
+node's own idle time (its partition's SuspendTime) stops it within the test. meshctl's runs here
+are the opt-in Mitogen ones (tests/e2e/__init__.py). Needs the Docker engine, the
+meshctl-node:bookworm image and the Python package index (the head's pip, through the test bed's
+CA bundle). MESHCTL_E2E_POWER_SUITE=trixie runs it all on Debian 13 (Slurm 24.11).
 
 A started VM has booted: Slurm waits for a resumed node's boot time to be after the start it asked
 for ("Still waiting for boot of node"). A container shares the host's kernel and its uptime, so
-the test bed gives the node's slurmd its own boot clock (a time namespace whose boot time is
-slurmd's start: `unshare --time --boottime`, which needs CAP_SYS_TIME in that container only),
-3 seconds after the container starts: Slurm compares whole seconds (its request's time against
-now minus the uptime slurmd reports), and a machine "booted" within the second it was asked for
-can look booted before it, which a VM never does (that left the job waiting, on CI and here).
-That is the VM's boot, emulated; nothing of meshctl's is changed.
+the test bed gives each rented node's slurmd its own boot clock (a time namespace whose boot time
+is slurmd's start: `unshare --time --boottime`, which needs CAP_SYS_TIME in those containers only),
+3 seconds after it starts: Slurm compares whole seconds (its request's time against now minus the
+uptime slurmd reports), and a machine "booted" within the second it was asked for can look booted
+before it, which a VM never does. That is the VM's boot, emulated; nothing of meshctl's is changed.
 """
 
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -28,28 +46,56 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import meshctl_in, on_container, slurm_job_state, wait_for
+from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
 
 pytestmark = pytest.mark.e2e
 
 SPEC = nodes.LocalMesh("meshctl-power", "100.100.70.0/24", ("power-head", "power-n1"))
 HEAD, N1 = "100.100.70.10", "100.100.70.11"
-GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-in listens
-IDLE = 60  # seconds: the node's idle_stop
+GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-ins listen
+IDLE = 60  # seconds: each rented node's idle_stop
+CA = "PIP_CERT: /etc/ssl/certs/ca-certificates.crt"
 # Debian 12 (Slurm 22.05) here; MESHCTL_E2E_POWER_SUITE=trixie runs it on Debian 13 (Slurm 24.11).
 SUITE = os.environ.get("MESHCTL_E2E_POWER_SUITE", "bookworm")
+LAUNCHED = "power-i"  # the prefix of the containers Lambda's stand-in launches
+
+# On n1: slurmd (whatever command line meshctl's unit gives it) runs under a boot clock that
+# starts when it starts. The real binary keeps its name, in another folder.
+FRESH_BOOT = r"""set -e
+mkdir -p /usr/local/libexec/real
+[ -e /usr/local/libexec/real/slurmd ] || mv /usr/sbin/slurmd /usr/local/libexec/real/slurmd
+clock='--boottime=-$(cut -d. -f1 /proc/uptime)'
+printf '%s\n' '#!/bin/sh' 'sleep 3' \
+  "exec unshare --time --fork --kill-child=TERM $clock /usr/local/libexec/real/slurmd \"\$@\"" > /usr/sbin/slurmd
+chmod 755 /usr/sbin/slurmd
+systemctl restart slurmd
+"""
+
+# A new Lambda instance: Lambda's user with sudo, and slurmd (once Debian's package installs it as
+# /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is an alternative for) under a boot clock that
+# starts when it starts: /usr/sbin/slurmd is this wrapper, laid first (update-alternatives then
+# leaves it in place).
+VM = r"""set -e
+id ubuntu >/dev/null 2>&1 || useradd -m -s /bin/bash ubuntu
+echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users
+chmod 440 /etc/sudoers.d/90-cloud-init-users
+clock='--boottime=-$(cut -d. -f1 /proc/uptime)'
+printf '%s\n' '#!/bin/sh' 'sleep 3' \
+  "exec unshare --time --fork --kill-child=TERM $clock /usr/sbin/slurmd-wlm \"\$@\"" > /usr/sbin/slurmd
+chmod 755 /usr/sbin/slurmd
+"""
 
 
 def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return meshctl_in(root, *args, env=env, timeout=900)
+    return meshctl_in(root, *args, env={**MITOGEN, **(env or {})}, timeout=1200)  # the opt-in: tests/e2e/__init__.py
 
 
 def on_head(command: str) -> str:
     return on_container("power-head", command)
 
 
-def node_state() -> str:
-    return on_head("sinfo --noheader --Node --nodes=n1 --format=%T")
+def node_state(name: str) -> str:
+    return on_head(f"sinfo --noheader --Node --nodes={name} --format=%T")
 
 
 def running(container: str) -> bool:
@@ -68,21 +114,59 @@ def on_node(command: str) -> str:
     return (done.stdout + done.stderr).strip()
 
 
-def diagnosis(job: str | None = None) -> str:
+def held_on_gpu2() -> list[tuple[int, int]]:
+    """(seconds, CPUs) of each of root's jobs on gpu2 today, from Slurm's accounting."""
+    lines = on_head("sacct -X -n -P -u root -S today -o NodeList,ElapsedRaw,AllocTRES").split()
+    return [(int(r.split("|")[1]), int(r.split("cpu=")[1].split(",")[0])) for r in lines if r.startswith("gpu2|")]
+
+
+class Instances(DockerBackend):
+    """Lambda's instances as Docker nodes: a launch is a new container at the next address."""
+
+    def __init__(self):
+        super().__init__(create=self.make)
+        self.addresses = (f"100.100.70.{n}" for n in itertools.count(21))
+
+    def make(self, machine) -> str:
+        name, ip = f"{LAUNCHED}{machine.id[-4:]}", next(self.addresses)
+        args = nodes.run_args(nodes.Node(name, ip), f"meshctl-node:{SUITE}", SPEC.network)
+        subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
+        assert nodes.wait_running(name) in ("running", "degraded")
+        subprocess.run(["docker", "exec", "-i", name, "bash"], input=VM, text=True, check=True)
+        for key in machine.public_keys:
+            nodes.authorize(name, key, user="ubuntu")
+        machine.ip = ip
+        return name
+
+    def gone(self) -> list[str]:
+        return [i for i, m in self.machines.items() if m.state == "terminated"]
+
+
+def diagnosis(node: str, job: str | None = None) -> str:
     """What the head and the node say, for a failed assertion: which daemon waited for what."""
     parts = {
         "job": on_head(f"scontrol show job {job}") if job else "",
-        "node n1": on_head("scontrol show node n1"),
+        f"node {node}": on_head(f"scontrol show node {node}"),
         "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
-        "slurmctld on n1": on_head("grep -i -e n1 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 40"),
-        "container": "running" if running("power-n1") else "stopped",
+        f"slurmctld on {node}": on_head(
+            f"grep -i -e {node} -e power -e resume /var/log/slurm/slurmctld.log | tail -n 40"
+        ),
     }
-    if running("power-n1"):
+    if node == "gpu2":
+        parts["relaunch service"] = on_head("journalctl --no-pager -u meshctl-relaunch -n 60")
+    elif running("power-n1"):
         parts["slurmd.log"] = on_node("tail -n 30 /var/log/slurm/slurmd.log")
         parts["journal"] = on_node("journalctl -b --no-pager -n 30 -u slurmd -u munge -u tailscaled")
         parts["failed units"] = on_node("systemctl --failed --no-legend")
         parts["slurmd uptime"] = on_node("nsenter -t $(pgrep -xn slurmd) -T cat /proc/uptime; cat /proc/uptime")
+    else:
+        parts["container"] = "stopped"
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
+
+
+def stale_instances() -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"name=^{LAUNCHED}"], capture_output=True, text=True,
+                          check=False).stdout.split()  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +178,8 @@ def bed(tmp_path_factory):
     root = tmp_path_factory.mktemp("power")
     key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    if stale_instances():  # instances of a run that was cut short
+        subprocess.run(["docker", "rm", "-f", "-v", *stale_instances()], capture_output=True, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
     nodes.up(SUITE, say=lambda _m: None, spec=SPEC)
     subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=True)
@@ -102,41 +188,50 @@ def bed(tmp_path_factory):
     assert nodes.wait_running("power-n1") in ("running", "degraded")
     for name in SPEC.names:
         nodes.authorize(name, key.with_suffix(".pub").read_text())
-    backend = DockerBackend()
-    with Standin("paperspace", backend, bind=GATEWAY) as api:
-        machine = backend.attach("power-n1", "ps", "power-n1", "A4000", 1, 0.76, N1)
-        env = {"MESHCTL_PAPERSPACE_API_URL": api.url}
-        made = meshctl(root, "init", "lab", "--head", f"root@{HEAD}", "--name", "head", "--ssh-key", str(key),
-                       "--provider", "local", env=env)  # fmt: skip
-        assert made.returncode == 0, made.stdout[-3000:] + made.stderr
-        added = meshctl(root, "add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(key), "--provider",
-                        "paperspace", env=env)  # fmt: skip
-        assert added.returncode == 0, added.stdout[-3000:] + added.stderr
-        emulate_boot_clock()
-        key_file = root / "paperspace.key"
-        key_file.write_text(KEY + "\n")
-        key_file.chmod(0o600)
-        stored = meshctl(root, "provider", "add", "paperspace", "--key-file", str(key_file), env=env)
-        assert stored.returncode == 0, stored.stdout + stored.stderr
-        yield root, api, machine, env
-    nodes.down(say=lambda _m: None, spec=SPEC)
-
-
-# On the node: slurmd (whatever command line meshctl's unit gives it) runs under a boot clock that
-# starts when it starts. The real binary keeps its name, in another folder.
-FRESH_BOOT = r"""set -e
-mkdir -p /usr/local/libexec/real
-[ -e /usr/local/libexec/real/slurmd ] || mv /usr/sbin/slurmd /usr/local/libexec/real/slurmd
-clock='--boottime=-$(cut -d. -f1 /proc/uptime)'
-printf '%s\n' '#!/bin/sh' 'sleep 3' \
-  "exec unshare --time --fork --kill-child=TERM $clock /usr/local/libexec/real/slurmd \"\$@\"" > /usr/sbin/slurmd
-chmod 755 /usr/sbin/slurmd
-systemctl restart slurmd
-"""
+    machines, instances = DockerBackend(), Instances()
+    try:
+        with Standin("paperspace", machines, bind=GATEWAY) as paperspace, \
+                Standin("lambda", instances, bind=GATEWAY) as lambda_:  # fmt: skip
+            lambda_.ssh_keys["laptop"] = key.with_suffix(".pub").read_text().strip()  # registered in Lambda's console
+            machine = machines.attach("power-n1", "ps", "power-n1", "A4000", 1, 0.76, N1)
+            env = {"MESHCTL_PAPERSPACE_API_URL": paperspace.url, "MESHCTL_LAMBDA_API_URL": lambda_.url}
+            made = meshctl(root, "init", "lab", "--head", f"root@{HEAD}", "--name", "head", "--ssh-key", str(key),
+                           "--provider", "local", env=env)  # fmt: skip
+            assert made.returncode == 0, made.stdout[-3000:] + made.stderr
+            with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA for pip; no PyTorch
+                handle.write(f"mlflow_pip_environment:\n  {CA}\nmlflow_workers: 1\n")
+                handle.write(f"job_env_pip_environment:\n  {CA}\njob_env_torch: ''\n")
+                handle.write(f"power_save_pip_environment:\n  {CA}\n")
+                # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
+                # time (its partition's SuspendTime) can stop it within the minutes of a test.
+                handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
+                handle.write("slurm_accounting: true\n")  # `meshctl usage`: cost per user on real accounting
+            added = meshctl(root, "add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(key), "--provider",
+                            "paperspace", env=env)  # fmt: skip
+            assert added.returncode == 0, added.stdout[-3000:] + added.stderr
+            assert runs_said(root / "lab")[-1] == "# meshctl: site.yml, Mitogen (MESHCTL_MITOGEN=1)"
+            emulate_boot_clock()
+            for provider in ("paperspace", "lambda"):
+                key_file = root / f"{provider}.key"
+                key_file.write_text(KEY + "\n")
+                key_file.chmod(0o600)
+                stored = meshctl(root, "provider", "add", provider, "--key-file", str(key_file), env=env)
+                assert stored.returncode == 0, stored.stdout + stored.stderr
+            started = time.monotonic()
+            launched = meshctl(root, "launch", "lambda", "--type", "gpu_1x_a10", "--name", "gpu2", "--region",
+                               "us-east-1", "--ssh-key-name", "laptop", "--ssh-key", str(key), "-y",
+                               env=env)  # fmt: skip
+            assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
+            print(f"\nlaunch lambda (a new instance set up from nothing): {time.monotonic() - started:.0f} s")
+            yield root, env, (paperspace, machine), (lambda_, instances)
+    finally:
+        for container in instances.containers.values():
+            subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
+        nodes.down(say=lambda _m: None, spec=SPEC)
 
 
 def emulate_boot_clock() -> None:
-    """The node's slurmd sees a machine that booted when it started (see the docstring)."""
+    """n1's slurmd sees a machine that booted when it started (see the docstring)."""
     probe = subprocess.run(["docker", "exec", "power-n1", "unshare", "--time", "--fork", "--boottime=-1", "true"],
                            capture_output=True, text=True, check=False)  # fmt: skip
     if probe.returncode != 0:  # a kernel before 5.6 has no time namespaces: a resumed node never looks booted
@@ -149,15 +244,11 @@ def emulate_boot_clock() -> None:
 
 
 def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
-    root, api, machine, env = bed
+    root, env, (api, machine), _lambda = bed
     inventory = root / "lab" / "mesh.yml"
     data = yaml.safe_load(inventory.read_text())
     data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    settings = root / "lab" / "group_vars" / "all.yml"
-    # A container stops in seconds. The global SuspendTime an hour: only the node's own idle time
-    # (its partition's SuspendTime) can stop it within the minutes below.
-    settings.write_text(settings.read_text() + "slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
     applied = meshctl(root, "apply", "--limit", "n1", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     conf = on_head("cat /etc/slurm/slurm.conf")
@@ -168,8 +259,8 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
     assert "meshctl_on" not in on_head("sinfo --noheader --Node --nodes=n1 --format=%P")  # only main: may stop
     # Idle for longer than idle_stop already: Slurm runs the head's program, which stops the instance.
-    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), (
-        node_state(), diagnosis())  # fmt: skip
+    assert wait_for(lambda: node_state("n1").endswith("~") and not running("power-n1"), IDLE + 180), (
+        node_state("n1"), diagnosis("n1"))  # fmt: skip
     assert ("PATCH", f"/v1/machines/{machine.id}/stop") in api.requests
     assert "suspend n1 (paperspace:" in on_head("cat /var/log/slurm/meshctl-power.log")
     assert running("power-head")  # the head is never stopped
@@ -177,7 +268,7 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     applied = meshctl(root, "apply", env=env)
     assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
     assert "n1: stopped while idle (idle_stop); not changed" in applied.stdout, applied.stdout[-3000:]
-    assert node_state().endswith("~") and not running("power-n1")
+    assert node_state("n1").endswith("~") and not running("power-n1")
     # A job for it: Slurm runs the program again, which starts the instance; slurmd registers by itself.
     on_head("scontrol setdebug debug")  # "Still waiting for boot of node" and its like, for a diagnosis
     submitted = time.monotonic()
@@ -185,15 +276,15 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     assert job.isdigit(), job
     started = wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "COMPLETED") and time.monotonic(), 300, 1)
     if not started:
-        why = diagnosis(job)
+        why = diagnosis("n1", job)
         on_head(f"scancel {job}")  # the next test starts from a stopped node
         pytest.fail(f"the job never started on the resumed node:\n{why}")
     on_head("scontrol setdebug info")
-    assert wait_for(lambda: job_state(job) == "COMPLETED", 120, 1), diagnosis(job)
+    assert wait_for(lambda: job_state(job) == "COMPLETED", 120, 1), diagnosis("n1", job)
     done = time.monotonic()
     assert ("PATCH", f"/v1/machines/{machine.id}/start") in api.requests and running("power-n1")
     # Idle again: stopped again within idle_stop and Slurm's next look (about a minute).
-    assert wait_for(lambda: node_state().endswith("~") and not running("power-n1"), IDLE + 180), diagnosis()
+    assert wait_for(lambda: node_state("n1").endswith("~") and not running("power-n1"), IDLE + 180), diagnosis("n1")
     stopped = time.monotonic()
     print(
         f"\nsbatch to RUNNING on a stopped node: {started - submitted:.0f} s (a container starts in about 1 s); "
@@ -201,7 +292,100 @@ def test_an_idle_rented_node_is_stopped_and_a_job_starts_it_again(bed):
     )
 
 
+def test_an_idle_lambda_node_is_terminated_and_a_job_has_the_head_launch_it_again(bed):
+    root, env, _paperspace, (api, backend) = bed
+    inventory = root / "lab" / "mesh.yml"
+    data = yaml.safe_load(inventory.read_text())
+    first = data["all"]["hosts"]["gpu2"]["meshctl_instance"]
+    data["all"]["hosts"]["gpu2"].update({"idle_stop": f"{IDLE}s", "idle_terminate": True})
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    applied = meshctl(root, "apply", "--limit", "gpu2", env=env)
+    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
+    # The head's relaunch service: meshctl and its packages, the head's copy of the mesh (root only).
+    assert on_head("systemctl is-active meshctl-relaunch.path") == "active"
+    assert on_head("/opt/meshctl/control/venv/bin/python -c 'import ansible_runner, click; print(1)'") == "1"
+    assert on_head("stat -c '%a %U' /var/lib/meshctl/control /var/lib/meshctl/control/secrets/munge.key") == \
+        "700 root\n600 root"  # fmt: skip
+    assert "ansible_connection: local" in on_head("cat /var/lib/meshctl/control/mesh.yml")
+    assert KEY not in applied.stdout + applied.stderr
+    again = meshctl(root, "apply", "--limit", "gpu2", env=env)  # nothing of it is done twice
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    # Idle for idle_stop: Slurm's suspend terminates the instance (Lambda has no stop).
+    assert wait_for(lambda: node_state("gpu2").endswith("~") and first.split(":")[1] in backend.gone(), IDLE + 180), (
+        node_state("gpu2"), diagnosis("gpu2"))  # fmt: skip
+    assert "terminated (idle_terminate)" in on_head("cat /var/log/slurm/meshctl-power.log")
+    # A job for it: the head launches a new instance and sets it up; slurmd registers; the job runs.
+    submitted = time.monotonic()
+    job = on_head("sbatch --parsable -w gpu2 --wrap 'hostname; sleep 10'")
+    assert job.isdigit(), job
+    ran = wait_for(lambda: job_state(job) in ("RUNNING", "COMPLETING", "COMPLETED") and time.monotonic(), 900, 3)
+    if not ran:
+        why = diagnosis("gpu2", job)
+        on_head(f"scancel {job}")
+        pytest.fail(f"the job never started on the relaunched node:\n{why}")
+    assert wait_for(lambda: job_state(job) == "COMPLETED", 120, 1), diagnosis("gpu2", job)
+    new = [m for m in backend.machines.values() if m.state == "running" and m.name == "gpu2"]
+    assert len(new) == 1, [(m.id, m.name, m.state) for m in backend.machines.values()]
+    head_key = on_head("cat /var/lib/meshctl/control/head_ed25519.pub")
+    assert ("POST", "/api/v1/ssh-keys") in api.requests  # the head's own key, registered by the head
+    assert new[0].public_keys == [head_key] and new[0].region == "us-east-1" and new[0].kind == "gpu_1x_a10"
+    container = backend.containers[new[0].id]
+    read = f"cat /root/slurm-{job}.out || cat /slurm-{job}.out"
+    out = subprocess.run(["docker", "exec", container, "bash", "-c", read], capture_output=True, text=True,
+                         check=False).stdout  # fmt: skip
+    assert out.strip() == container, out
+    print(f"\nsbatch to RUNNING on a terminated Lambda node (launch + full setup by the head): "
+          f"{ran - submitted:.0f} s")  # fmt: skip
+    # A job that holds gpu2 meanwhile: idle for idle_stop, it would be terminated under the run.
+    hold = on_head("sbatch --parsable -w gpu2 --wrap 'sleep 900'")
+    assert wait_for(lambda: job_state(hold) == "RUNNING", 60, 1), diagnosis("gpu2", hold)
+    # The control machine follows: the new instance, found by the node's name, reached with its own key.
+    applied = meshctl(root, "apply", env=env)
+    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
+    assert f"gpu2: launched again by the head as lambda:{new[0].id}" in applied.stdout, applied.stdout[-3000:]
+    host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["gpu2"]
+    assert host["meshctl_instance"] == f"lambda:{new[0].id}" and host["ansible_host"] == new[0].ip
+    assert host["mesh_address"] == new[0].ip  # no tailnet in this bed: the mesh address is the SSH address
+    assert f"NodeAddr={new[0].ip} " in on_head("scontrol show node gpu2")  # Slurm reaches the new machine
+    status = meshctl(root, "status", "--json", env=env)
+    rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
+    assert rows["gpu2"]["healthy"] is True, rows["gpu2"]
+    # Cost per user from Slurm's accounting: each job's share of gpu2 (its CPUs of gpu2's, no GPUs) at
+    # the instance's price; an 8x H100's price here, so the cost is more than a rounding. The holding
+    # job runs on: the cost lies between what accounting says before and after.
+    new[0].price = 36.0
+    before = held_on_gpu2()
+    used = meshctl(root, "usage", "--json", env=env)
+    after = held_on_gpu2()
+    assert used.returncode == 0, used.stdout[-3000:] + used.stderr
+    report = json.loads(used.stdout)
+    mine = next(u for u in report["users"] if u["user"] == "root")
+    cpus = int(on_head("scontrol show node gpu2 | grep -o 'CPUTot=[0-9]*' | cut -d= -f2"))
+    low, high = (sum(36.0 * min(1.0, n / cpus) * secs / 3600 for secs, n in h) for h in (before, after))
+    assert sum(secs for secs, _n in before) >= 10 and "gpu2" in mine["nodes"], (report, before)
+    assert low - 0.011 <= mine["cost"] <= high + 0.011 and mine["cost"] > 0, (report, before, after, cpus)
+    cpu_low, cpu_high = (sum(n * secs for secs, n in h) / 3600 for h in (before, after))
+    assert cpu_low - 0.002 <= mine["cpu_hours"] <= cpu_high + 0.002, (report, before, after)
+    assert mine["gpu_hours"] == 0 and mine["jobs"] >= len(before), report
+    on_head(f"scancel {hold}")
+
+
+def test_idle_again_it_is_terminated_again_and_a_launch_lambda_refuses_leaves_it_down_with_the_reason(bed):
+    _root, _env, _paperspace, (_api, backend) = bed
+    running = [i for i, m in backend.machines.items() if m.state == "running"]
+    assert wait_for(lambda: node_state("gpu2").endswith("~") and set(running) <= set(backend.gone()), IDLE + 180), (
+        node_state("gpu2"), diagnosis("gpu2"))  # fmt: skip
+    backend.capacity = 0
+    job = on_head("sbatch --parsable -w gpu2 --wrap 'hostname'")
+    reason = lambda: on_head("scontrol show node gpu2 | grep -o 'Reason=.*'")  # noqa: E731
+    assert wait_for(lambda: "capacity" in reason(), 300, 3), reason() + diagnosis("gpu2", job)
+    assert "meshctl: the head could not launch it again" in reason()
+    assert "down" in node_state("gpu2").lower() or "drain" in node_state("gpu2").lower(), node_state("gpu2")
+    assert not [m for m in backend.machines.values() if m.state == "running"]
+    on_head(f"scancel {job}")
+
+
 # A start the provider refuses (no capacity) leaves the node DOWN with the provider's reason: the
 # program's part (`scontrol update ... state=down reason=meshctl: paperspace could not start it: ...
 # out of capacity`) is tests/unit/test_power_save.py::test_a_refused_start_marks_the_node_down_with_the_
-# providers_reason; Slurm showing such a reason on real daemons is test_relaunch.py's last test.
+# providers_reason; Slurm showing such a reason on real daemons is this file's last test (Lambda).

@@ -110,4 +110,5 @@ def test_a_run_returns_the_path_of_its_log(tmp_path, monkeypatch):
     result = runner.run_playbook("site.yml", {"all": {"hosts": {}}}, tmp_path, progress=runner.Progress(
         out=io.StringIO(), live=False))  # fmt: skip
     assert result.log is not None and result.log.parent == tmp_path / "logs"
-    assert result.log.read_text() == "PLAY RECAP ****\n"
+    said = runner.strategy_said(runner.mitogen_strategies())  # its first line: which way the run went
+    assert result.log.read_text() == f"# meshctl: site.yml, {said}\nPLAY RECAP ****\n"

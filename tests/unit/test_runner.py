@@ -76,6 +76,17 @@ def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_cal
     assert seen["extravars"] == {"slurm_drain_force": True}
 
 
+def test_the_run_log_says_which_way_the_run_went(tmp_path, runner_call, monkeypatch):
+    # The e2e files that run under Mitogen read this line to show they did (docs/testing.md).
+    for asked, said in (("1", "Mitogen (MESHCTL_MITOGEN=1)"), ("0", "plain Ansible")):
+        monkeypatch.setenv("MESHCTL_MITOGEN", asked)
+        mesh = tmp_path / asked
+        mesh.mkdir()
+        runner_call(mesh_dir=mesh)
+        (log,) = (mesh / "logs").glob("*-site.log")
+        assert log.read_text().splitlines()[0] == f"# meshctl: site.yml, {said}"
+
+
 def test_a_caller_can_run_without_mitogen(runner_call, monkeypatch):
     monkeypatch.setenv("MESHCTL_MITOGEN", "1")
     seen = runner_call(mitogen=False)  # status's short run

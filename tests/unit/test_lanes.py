@@ -1,0 +1,38 @@
+"""`make test` runs the e2e files and the Molecule scenarios in two lanes (Makefile `suites`): every
+scenario is in exactly one lane, LATE_E2E names e2e files that exist, and the scenarios that share
+container names (default, debian13, mixed: head, gpu1, cpu1) are in the same lane."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_list(name: str) -> list[str]:
+    found = re.search(rf"^{name} := (.*)$", (REPO / "Makefile").read_text(), re.M)
+    assert found, f"the Makefile sets no {name}"
+    return found.group(1).split()
+
+
+def platforms(scenario: str) -> set[str]:
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text())
+    return {p["name"] for p in config.get("platforms", [])}
+
+
+def test_every_scenario_runs_in_exactly_one_lane():
+    scenarios = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
+    lanes = make_list("E2E_SCENARIOS") + make_list("MOLECULE_SCENARIOS")
+    assert sorted(lanes) == scenarios
+
+
+def test_scenarios_of_the_two_lanes_share_no_container_name():
+    e2e = set().union(*(platforms(s) for s in make_list("E2E_SCENARIOS")))
+    molecule = set().union(*(platforms(s) for s in make_list("MOLECULE_SCENARIOS")))
+    assert e2e and molecule and not e2e & molecule, e2e & molecule
+
+
+def test_the_late_e2e_files_exist():
+    late = make_list("LATE_E2E")
+    assert late and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in late)
