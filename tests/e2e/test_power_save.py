@@ -36,6 +36,7 @@ before it, which a VM never does. That is the VM's boot, emulated; nothing of me
 import itertools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -389,3 +390,38 @@ def test_idle_again_it_is_terminated_again_and_a_launch_lambda_refuses_leaves_it
 # program's part (`scontrol update ... state=down reason=meshctl: paperspace could not start it: ...
 # out of capacity`) is tests/unit/test_power_save.py::test_a_refused_start_marks_the_node_down_with_the_
 # providers_reason; Slurm showing such a reason on real daemons is this file's last test (Lambda).
+
+
+def as_slurm(command: str) -> str:
+    """COMMAND run on the head as the slurm user (what slurmctld's programs run as), and its exit code."""
+    return on_head(f"runuser -u slurm -- sh -c {shlex.quote(command)} 2>&1; echo rc=$?")
+
+
+def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folders(bed):
+    """Issue 36: meshctl's folder on the head is root's; root follows no link the slurm user lays in
+    its folders (the program's log, its state folders); the run that finds one fails naming it."""
+    root, env, _paperspace, _lambda = bed
+    assert on_head("stat -c '%U %a' /var/lib/meshctl /var/lib/meshctl/control") == "root 755\nroot 700"
+    swapped = as_slurm("mv /var/lib/meshctl/control /var/lib/meshctl/gone")
+    assert "Permission denied" in swapped and not swapped.endswith("rc=0"), swapped
+    # Witnesses only root may own; the slurm user points its log and its request folder at them.
+    on_head("install -m 600 /dev/null /root/witness && install -d -m 700 /root/witness.d")
+    planted = as_slurm(
+        "mv /var/log/slurm/meshctl-power.log /var/log/slurm/meshctl-power.old && "
+        "ln -s /root/witness /var/log/slurm/meshctl-power.log && "
+        "rm -rf /var/lib/meshctl/power/relaunch && ln -s /root/witness.d /var/lib/meshctl/power/relaunch"
+    )
+    assert planted.endswith("rc=0"), planted
+    try:
+        applied = meshctl(root, "apply", "--limit", "head", env=env)
+        assert on_head("stat -c '%U %G %a' /root/witness /root/witness.d") == "root root 600\nroot root 700"
+        assert applied.returncode != 0, applied.stdout[-3000:]
+        assert "/var/lib/meshctl/power/relaunch already exists as a link" in applied.stdout + applied.stderr, (
+            applied.stdout[-3000:] + applied.stderr)  # fmt: skip
+    finally:  # the bed as it was: the slurm user's own files back, the head converged again
+        as_slurm("rm -f /var/log/slurm/meshctl-power.log /var/lib/meshctl/power/relaunch && "
+                 "mv /var/log/slurm/meshctl-power.old /var/log/slurm/meshctl-power.log")  # fmt: skip
+        on_head("rm -rf /root/witness /root/witness.d")
+    again = meshctl(root, "apply", "--limit", "head", env=env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    assert on_head("stat -c '%U %a' /var/lib/meshctl/power/relaunch") == "slurm 750"
