@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SPEC = nodes.LocalMesh("meshctl-e2e-col", "100.100.40.0/24", ("e2e-collection",))
+SPEC = nodes.LocalMesh("meshctl-e2e-col", "100.100.41.0/24", ("e2e-collection",))
 
 PLAYBOOK = textwrap.dedent(
     """\

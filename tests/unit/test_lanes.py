@@ -36,3 +36,19 @@ def test_scenarios_of_the_two_lanes_share_no_container_name():
 def test_the_late_e2e_files_exist():
     late = make_list("LATE_E2E")
     assert late and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in late)
+
+
+def subnets(scenario: str) -> set[str]:
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text())
+    return {c["subnet"] for p in config.get("platforms", []) for n in p.get("docker_networks", [])
+            for c in n.get("ipam_config", [])}  # fmt: skip
+
+
+def test_no_two_things_that_may_run_at_once_share_a_network():
+    # Docker refuses a network whose subnet overlaps another's: the e2e files (run one after the
+    # other, but beside the other lane) and the scenarios of the two lanes each have their own.
+    e2e = [m for path in sorted((REPO / "tests" / "e2e").glob("test_*.py"))
+           for m in re.findall(r'"(100\.100\.\d+\.0/24)"', path.read_text())]  # fmt: skip
+    lanes = [set().union(*(subnets(s) for s in make_list(lane))) for lane in ("E2E_SCENARIOS", "MOLECULE_SCENARIOS")]
+    assert e2e and len(e2e) == len(set(e2e)), e2e
+    assert not set(e2e) & (lanes[0] | lanes[1]) and not lanes[0] & lanes[1], (e2e, lanes)
