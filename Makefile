@@ -25,8 +25,8 @@ test: venv engine cache images lint unit collection suites
 # Lane e2e: the e2e files but LATE_E2E, then the scenarios of E2E_SCENARIOS. Lane molecule: the
 # other scenarios, then LATE_E2E. tests/unit/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_pod.py
-E2E_SCENARIOS := mixed
-MOLECULE_SCENARIOS := default debian13 tailscale
+E2E_SCENARIOS := tailscale
+MOLECULE_SCENARIOS := default debian13 mixed
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
 PROFILE := build/profile
