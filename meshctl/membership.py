@@ -18,7 +18,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import cloud, hostkeys, preflight, relaunch, runner, ssh, tailnet, vault
+from meshctl import cloud, hostkeys, preflight, relaunch, resources, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, MeshctlError, PartialError, PreflightError, ProviderError, UsageError
 from meshctl.mesh import (
     LOCK,
@@ -31,6 +31,8 @@ from meshctl.mesh import (
     parse_target,
     removed_on_failure,
 )
+
+SLURM = resources.plugin("module_utils.mesh_slurm")  # Slurm's state words and flags (one place)
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
 GITIGNORE = """# Written by meshctl init. Runtime files:
@@ -498,19 +500,8 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
 
 def resting_state(in_slurm: dict) -> str | None:
     """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``, ``reason``),
-    or None: stopped by power saving while idle (``idle~``), being stopped (``%``), or being started
-    for a job (``#``).
-    A node Slurm took out (a reason, DOWN, DRAINED) is not resting."""
-    state = in_slurm.get("state") or ""
-    if in_slurm.get("reason") or state.rstrip("*~#!%$@^-+") in ("down", "drained", "draining", "fail", "absent"):
-        return None
-    if "~" in state:
-        return "stopped while idle (idle_stop)"
-    if "%" in state:  # SuspendProgram ran: the machine goes away during the run
-        return "being stopped while idle (idle_stop)"
-    if "#" in state:
-        return "starting: a job asked for it"
-    return None
+    or None: Slurm's words (collection module_utils ``mesh_slurm.resting``)."""
+    return SLURM.resting(in_slurm.get("state") or "", in_slurm.get("reason") or "")
 
 
 def resting_nodes(mesh: Mesh, nodes: list[Node], mesh_vars: dict, names) -> dict[str, str]:
@@ -610,7 +601,7 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     meant to be unreachable: healthy, and said so.
     """
     row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"), gpus=_gres(in_slurm))
-    state = row.slurm.rstrip("*~#!%$@^-+")
+    state = SLURM.base(row.slurm)
     reason = in_slurm.get("reason") or ""
     why = f"; Slurm's reason: {reason}" if reason else ""
     if is_head:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.meshctl.mesh.plugins.filter.tailscale_status import TailscaleOutputError, tailscale_status
+from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_slurm
 
 # The first problem a record names, in the order they are looked for ("" when healthy).
 PROBLEMS = (
@@ -27,7 +28,7 @@ PROBLEMS = (
 )
 HEALTHY_PROBLEMS = ("", "pod", "no-nfs-kernel")
 SHARE_OK = ("exporting", "mounted", "fstab-only")
-WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+*~#:%!$@^-]{0,39}")  # a state word and sinfo's flags (~ % # ! * $ @ ^ - +)
+WORD = mesh_slurm.WORD_RE  # a service's state, or a Slurm state word and its flag (~ % # ! * $ @ ^ - +)
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
 REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}")
@@ -39,14 +40,14 @@ def _word(value, default="unknown"):
     return value if WORD.fullmatch(value) else default
 
 
-def slurm_rows(sinfo, ready_states=("idle", "mixed", "allocated", "completing"), state_flags=r"[*~#!%$@^+-]+$"):
+def slurm_rows(sinfo):
     """Every node's row from the controller's ``sinfo --Node --format=%N|%T|%G|%E``: state, gres,
     ready and reason (why Slurm took it out: a drain, a failed start; "" for none).
 
     A line that is not three or four fields, or whose name is not one, is left out; a state that
     is not a word becomes ``unknown``, a GRES or reason that is not plain text ``?``. ``ready``:
-    the state less its flags (``idle~`` is powered down, ``idle*`` not responding) is one that
-    takes jobs, and it answers Slurm (no ``*``).
+    Slurm's words (module_utils ``mesh_slurm.ready``): the state less its flag takes jobs, and the
+    node answers Slurm (no ``*``).
     """
     rows = {}
     for line in (sinfo or {}).get("stdout", "").splitlines()[:MAX_NODES]:
@@ -57,10 +58,7 @@ def slurm_rows(sinfo, ready_states=("idle", "mixed", "allocated", "completing"),
         gres = parts[2] if GRES.fullmatch(parts[2]) else "?"
         reason = parts[3].strip() if len(parts) == 4 and parts[3].strip() not in ("none", "(null)") else ""
         reason = reason if REASON.fullmatch(reason) else "?"
-        flags = re.search(state_flags, state)
-        base = state[: flags.start()] if flags else state
-        ready = base in ready_states and "*" not in (flags.group(0) if flags else "")
-        rows[parts[0]] = {"state": state, "gres": gres, "ready": ready, "reason": reason}
+        rows[parts[0]] = {"state": state, "gres": gres, "ready": mesh_slurm.ready(state), "reason": reason}
     return rows
 
 
@@ -80,15 +78,13 @@ def node_status(probe, expect, sinfo=None):
     ``probe``: what the ``mesh_status`` module returned (``status``). ``expect``: what the
     inventory says of the node: ``name``, ``address`` (its mesh address), ``active`` (set up, not
     pending), ``pod``, ``compute``, ``head``, ``tailnet`` (it should be on the tailnet),
-    ``share_service`` (the head's NFS server unit) and optionally ``ready_states``/``state_flags``
-    (Slurm's). ``sinfo``: the controller's ``sinfo`` probe, for this node's row (and, on the
-    controller, everyone's: ``slurm_nodes``).
+    ``share_service`` (the head's NFS server unit). ``sinfo``: the controller's ``sinfo`` probe,
+    for this node's row (and, on the controller, everyone's: ``slurm_nodes``).
     """
     probe = probe or {}
     expect = expect or {}
     services = {_word(k, "?"): _word(v) for k, v in (probe.get("services") or {}).items()}
-    slurm = {k: expect[k] for k in ("ready_states", "state_flags") if k in expect}
-    rows = slurm_rows(sinfo, **slurm)
+    rows = slurm_rows(sinfo)
     record = {
         "name": expect.get("name"),
         "services": services,
@@ -108,7 +104,7 @@ def node_status(probe, expect, sinfo=None):
     elif probe.get("mount") is not None:
         record["share"] = _word(probe.get("mount"))
     if probe.get("sinfo") is not None:  # the controller: everyone's row, for the nodes that did not answer
-        record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"], **slurm)
+        record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"])
     record["problem"], record["detail"] = judge(record, expect)
     record["healthy"] = record["problem"] in HEALTHY_PROBLEMS
     return record

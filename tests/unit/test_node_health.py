@@ -26,6 +26,7 @@ def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None) -> Pa
         ansible_managed="Ansible managed", inventory_hostname="gpu1", slurm_controller="head", mesh_pod=False,
         mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path="/mnt/x",
         slurm_health_max_clock_skew=120, slurm_health_min_free_mb=min_free_mb, slurm_spool_dir=str(tmp_path),
+        slurm_degraded_conf_dir=str(tmp_path / "degraded"),
         **({"tailscale_outbound_wrapper": wrapper} if wrapper else {}),
     )  # fmt: skip
     path = tmp_path / "node-health"
@@ -41,6 +42,7 @@ def stubs(tmp_path: Path, state: str, reason: str, munge_ok: bool = True) -> Pat
     scripts = {
         "sinfo": f'case "$*" in *%E*) echo {quote(reason)} ;; *%T*) echo {quote(state)} ;; esac',
         "scontrol": f'printf "%s\\n" "$*" >> {tmp_path}/scontrol.log',
+        "systemctl": f'printf "systemctl %s\\n" "$*" >> {tmp_path}/scontrol.log',
         "munge": "echo credential" if munge_ok else "exit 1",
         "unmunge": "cat >/dev/null",
     }
@@ -66,10 +68,30 @@ def test_a_healthy_node_is_left_alone(tmp_path):
     assert done.returncode == 0 and told == [] and done.stderr == ""
 
 
+LOST = "update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2, missing /dev/nvidia0 /dev/nvidia1"
+
+
 def test_a_lost_gpu_drains_the_node_with_the_reason(tmp_path):
     done, told = run(tmp_path, gpus=2)  # this machine has no /dev/nvidia*: 0 of 2 seen
-    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
+    assert told == [LOST]  # the reason names the devices that are missing
     assert "GPUs seen 0 of 2" in done.stderr and done.returncode == 0
+
+
+def test_a_node_slurmd_registered_without_its_gpus_is_drained_once(tmp_path):
+    """slurmd-start without a GPU device: Slurm calls the registration invalid (fewer GPUs than the
+    node's record), the health check's drain stays, with its reason, and is not said again."""
+    assert run(tmp_path / "a", gpus=2, state="inval")[1] == [LOST]
+    assert run(tmp_path / "b", gpus=2, state="inval", reason=LOST.split("reason=")[1])[1] == []
+
+
+def test_gpus_back_under_a_slurmd_started_without_them_start_it_again(tmp_path):
+    """slurmd-start left its folder: slurmd runs without the GPUs. Once they are back, slurmd starts
+    again with them (configless); that start's check resumes the node."""
+    (tmp_path / "degraded").mkdir()
+    done, told = run(tmp_path, gpus=0, state="inval", reason="meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1")
+    assert told == ["systemctl restart --no-block slurmd"] and "GPU devices back" in done.stderr
+    (tmp_path / "b" / "degraded").mkdir(parents=True)
+    assert run(tmp_path / "b", gpus=2, state="inval")[1] == [LOST]  # still missing: drained, not restarted
 
 
 def test_every_problem_is_named_in_one_reason(tmp_path):
@@ -79,7 +101,7 @@ def test_every_problem_is_named_in_one_reason(tmp_path):
 
 
 def test_the_same_reason_is_not_said_again(tmp_path):
-    _done, told = run(tmp_path, gpus=2, state="drained", reason="meshctl health: GPUs seen 0 of 2")
+    _done, told = run(tmp_path, gpus=2, state="drained", reason=LOST.split("reason=")[1])
     assert told == []  # a new reason would restamp the node every interval
 
 
@@ -93,11 +115,9 @@ def test_a_reason_slurm_kept_after_a_resume_is_history(tmp_path):
     again nor taken for a drain that is already there when the GPU goes again."""
     kept = "meshctl health: GPUs seen 1 of 2"
     assert run(tmp_path / "a", gpus=0, state="idle", reason=kept)[1] == []
-    _done, told = run(tmp_path / "b", gpus=2, state="idle", reason="meshctl health: GPUs seen 0 of 2")
-    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
-    assert run(tmp_path / "c", gpus=2, state="idle", reason="disk replaced [admin@2026-11-24T10:00]")[1] == [
-        "update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"
-    ]
+    _done, told = run(tmp_path / "b", gpus=2, state="idle", reason=LOST.split("reason=")[1])
+    assert told == [LOST]
+    assert run(tmp_path / "c", gpus=2, state="idle", reason="disk replaced [admin@2026-11-24T10:00]")[1] == [LOST]
 
 
 OTHERS = [("drained", "disk replaced [admin@2026-11-24T10:00]"), ("down*", "Not responding"), ("idle~", "none"),
@@ -116,5 +136,5 @@ def test_on_a_node_without_tun_slurm_is_asked_through_tailscaleds_proxy(tmp_path
     wrap.write_text(f'#!/bin/sh\nshift 3\nprintf "%s\\n" "$1" >> {tmp_path}/through-proxy.log\nexec "$@"\n')
     wrap.chmod(0o755)
     _done, told = run(tmp_path, gpus=2, wrapper=[str(wrap), "-q", "-f", "/etc/proxychains4.conf"])
-    assert told == ["update nodename=gpu1 state=drain reason=meshctl health: GPUs seen 0 of 2"]
+    assert told == [LOST]
     assert (tmp_path / "through-proxy.log").read_text().split() == ["sinfo", "sinfo", "scontrol"]

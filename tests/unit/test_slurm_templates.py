@@ -1,5 +1,7 @@
 """The slurm role's templates rendered from fact sets, checked line by line."""
 
+import shlex
+import subprocess
 from pathlib import Path
 
 import jinja2
@@ -23,6 +25,7 @@ def render():
         loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined, trim_blocks=True
     )
     env.filters["comment"] = comment
+    env.filters["quote"] = lambda text: shlex.quote(str(text))  # Ansible's quote
 
     def _render(name, **variables):
         text = env.get_template(name).render(ansible_managed="Ansible managed", **variables)
@@ -196,32 +199,117 @@ def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2
         slurm_feature_gpu="gpu",
         slurm_slurmd_restart_sec=10,
         slurm_power_feature=feature,
+        slurm_slurmd_start="/usr/local/libexec/meshctl/slurmd-start",
+        slurm_spool_dir="/var/lib/slurm/slurmd",
+        slurm_degraded_conf_dir="/run/meshctl/slurmd-degraded",
+        slurm_client_conf_link="/run/slurm/conf",
     )
+
+
+def started(render, mesh, name, membership, **extra):
+    """The command slurmd-start runs when every GPU device is there (its first exec)."""
+    script = slurmd_unit(render, mesh, name, membership, template="slurmd_start.sh.j2", **extra)
+    return "ExecStart=" + next(line.strip()[len("exec ") :] for line in script if line.strip().startswith("exec "))
 
 
 def test_dynamic_slurmd_registers_itself_with_its_facts(render, mesh):
     lines = slurmd_unit(render, mesh, "ps-a6000", "dynamic")
     start = [line for line in lines if line.startswith("ExecStart=")]
-    assert start == [
-        "ExecStart=",
+    assert start == ["ExecStart=", "ExecStart=/usr/local/libexec/meshctl/slurmd-start"]
+    assert [started(render, mesh, "ps-a6000", "dynamic")] == [
         "ExecStart=/usr/sbin/slurmd -D -s -N ps-a6000 --conf-server 100.101.1.10:6817 -Z --conf "
         '"CPUs=44 Sockets=1 CoresPerSocket=22 ThreadsPerCore=2 RealMemory=30368 Gres=gpu:geforce_rtx_3090:4 '
         'Feature=meshctl,gpu,meshctl_on,geforce_rtx_3090,paperspace"',
     ]
     assert "ConditionPathExists=" in lines and "Restart=always" in lines  # configless; comes back by itself
-    desk = next(line for line in slurmd_unit(render, mesh, "desk", "dynamic") if line.startswith("ExecStart=/"))
+    desk = started(render, mesh, "desk", "dynamic")
     assert desk.endswith('RealMemory=60964 Feature=meshctl,meshctl_on,local"')  # no GPUs: no Gres, not in the gpu set
 
 
+def run_start(render, mesh, tmp_path, membership, present, cached=True):
+    """slurmd-start of a two-GPU node (two types) run here: its devices are files under tmp_path (those
+    in ``present`` exist), slurmd a stand-in that prints its arguments and the gres.conf it reads."""
+    hw = dict(mesh["ps-a6000"]["mesh_hw"])
+    dev = tmp_path / "dev"
+    dev.mkdir(exist_ok=True)
+    hw["gpus"] = [{**hw["gpus"][0], "type": "rtx_a5000", "file": str(dev / "nvidia0")},
+                  {**hw["gpus"][1], "type": "rtx_4500_ada", "file": str(dev / "nvidia1")}]  # fmt: skip
+    for name in present:
+        (dev / name).touch()
+    spool, degraded = tmp_path / "spool", tmp_path / "run" / "degraded"
+    cache = spool / "conf-cache"
+    if cached:  # what slurmd fetched from the head last time (configless)
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "slurm.conf").write_text("ClusterName=mesh\n")
+        (cache / "plugstack.conf").write_text("include /etc/slurm/plugstack.conf.d/*.conf\n")
+        (cache / "gres.conf").write_text(
+            f"NodeName=ps-a6000 Name=gpu Type=rtx_a5000 File={dev}/nvidia0\n"
+            f"NodeName=ps-a6000 Name=gpu Type=rtx_4500_ada File={dev}/nvidia1\n"
+            f"NodeName=other Name=gpu Type=rtx_a5000 File={dev}/nvidia1\n"
+        )
+    slurmd = tmp_path / "slurmd"
+    slurmd.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nfor a; do case "$a" in */slurm.conf) '
+                      'echo ---; cat "${a%/slurm.conf}/gres.conf";; esac; done\n')  # fmt: skip
+    slurmd.chmod(0o755)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True)  # fmt: skip
+    env.filters["comment"] = comment
+    env.filters["quote"] = lambda text: shlex.quote(str(text))
+    script = env.get_template("slurmd_start.sh.j2").render(
+        ansible_managed="Ansible managed", inventory_hostname="ps-a6000", mesh_provider="paperspace", mesh_hw=hw,
+        mesh_pod=False, mesh_power_plan={"nodes": {}}, slurm_membership_used=membership,
+        slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
+        slurm_feature_gpu="gpu", slurm_power_feature="meshctl_on", slurm_spool_dir=str(spool),
+        slurm_degraded_conf_dir=str(degraded), slurm_client_conf_link=str(tmp_path / "run" / "slurm" / "conf"),
+    ).replace("/usr/sbin/slurmd", str(slurmd))  # fmt: skip
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), done.stderr
+
+
+def test_slurmd_starts_configless_when_every_gpu_device_is_there(render, mesh, tmp_path):
+    args, said = run_start(render, mesh, tmp_path, "dynamic", ["nvidia0", "nvidia1"])
+    assert args[:6] == ["-D", "-s", "-N", "ps-a6000", "--conf-server", "100.101.1.10:6817"]
+    assert args[6:8] == ["-Z", "--conf"] and " Gres=gpu:rtx_4500_ada:1,gpu:rtx_a5000:1 " in args[8]
+    assert "---" not in args and said == ""
+
+
+def test_a_node_without_a_gpu_device_starts_from_its_last_configuration_without_it(render, mesh, tmp_path):
+    """A rented VM rebooted without its NVIDIA driver: slurmd would wait 20 s for /dev/nvidia1 (named
+    in the head's gres.conf) and exit, for good. It registers with what it has instead."""
+    args, said = run_start(render, mesh, tmp_path, "dynamic", ["nvidia0"])
+    degraded = tmp_path / "run" / "degraded"
+    assert args[:4] == ["-D", "-s", "-N", "ps-a6000"] and "--conf-server" not in args
+    assert args[4:8] == ["-f", f"{degraded}/slurm.conf", "-Z", "--conf"]
+    assert " Gres=gpu:rtx_a5000:1 " in args[8] and "rtx_4500_ada:" not in args[8]
+    assert "Feature=meshctl,gpu,meshctl_on,rtx_a5000,rtx_4500_ada,paperspace" in args[8]  # partitions unchanged
+    gres = args[args.index("---") + 1 :]
+    assert gres == [f"NodeName=ps-a6000 Name=gpu Type=rtx_a5000 File={tmp_path}/dev/nvidia0",
+                    f"NodeName=other Name=gpu Type=rtx_a5000 File={tmp_path}/dev/nvidia1"]  # fmt: skip
+    assert (degraded / "plugstack.conf").exists() and f"GPU devices missing: {tmp_path}/dev/nvidia1" in said
+    link = tmp_path / "run" / "slurm" / "conf"  # Slurm's commands on the node read the same files
+    assert link.is_symlink() and link.resolve() == degraded.resolve()
+    args, _ = run_start(render, mesh, tmp_path, "dynamic", ["nvidia0", "nvidia1"])  # back: configless again
+    assert "--conf-server" in args and not link.exists() and not degraded.exists()
+    for other in ("none", "static", "fresh"):
+        (tmp_path / other).mkdir()
+    none, _ = run_start(render, mesh, tmp_path / "none", "dynamic", [])
+    assert "Gres=" not in none[none.index("--conf") + 1]  # no GPU left: none registered
+    static, _ = run_start(render, mesh, tmp_path / "static", "static", ["nvidia1"])
+    assert static[4:6] == ["-f", f"{tmp_path}/static/run/degraded/slurm.conf"] and "-Z" not in static
+    # never fetched a configuration: configless, as before (slurmd says what it waits for)
+    fresh, said = run_start(render, mesh, tmp_path / "fresh", "dynamic", ["nvidia0"], cached=False)
+    assert "--conf-server" in fresh and "no configuration fetched yet" in said
+
+
 def test_static_slurmd_only_fetches_its_config(render, mesh):
-    start = [line for line in slurmd_unit(render, mesh, "desk", "static") if line.startswith("ExecStart=/")]
+    start = [started(render, mesh, "desk", "static")]
     assert start == ["ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
 
 
 def test_a_node_without_tun_starts_slurmd_through_tailscaleds_proxy(render, mesh):
     wrapper = ["/usr/bin/proxychains4", "-q", "-f", "/etc/meshctl/tailnet-proxychains.conf"]
-    unit = slurmd_unit(render, mesh, "desk", "static", tailscale_outbound_wrapper=wrapper)
-    assert [line for line in unit if line.startswith("ExecStart=/")] == [
+    assert [started(render, mesh, "desk", "static", tailscale_outbound_wrapper=wrapper)] == [
         "ExecStart=/usr/bin/proxychains4 -q -f /etc/meshctl/tailnet-proxychains.conf "
         "/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
     ]
@@ -244,8 +332,8 @@ def test_a_pod_slurm_stops_when_idle_reports_its_start_as_its_boot(render, mesh)
     kept_up = slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[],
                           mesh_pod=True)  # fmt: skip
     assert kept_up == ["/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
-    vm = slurmd_unit(render, mesh, "desk", "static", mesh_power_plan=plan)  # a VM boots: no -b
-    assert "ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817" in vm
+    vm = started(render, mesh, "desk", "static", mesh_power_plan=plan)  # a VM boots: no -b
+    assert vm == "ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
 
 
 def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_path):
@@ -390,10 +478,10 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
 
 
 def test_a_node_slurm_may_stop_registers_with_its_idle_time_every_other_with_meshctl_on(render, mesh):
-    stoppable = slurmd_unit(render, mesh, "ps-a6000", "dynamic", slurm_power_feature="meshctl_idle_1800")
-    kept = slurmd_unit(render, mesh, "desk", "dynamic")
-    assert "Feature=meshctl,gpu,meshctl_idle_1800," in " ".join(stoppable)
-    assert "Feature=meshctl,meshctl_on,local" in " ".join(kept)
+    stoppable = started(render, mesh, "ps-a6000", "dynamic", slurm_power_feature="meshctl_idle_1800")
+    kept = started(render, mesh, "desk", "dynamic")
+    assert "Feature=meshctl,gpu,meshctl_idle_1800," in stoppable
+    assert "Feature=meshctl,meshctl_on,local" in kept
 
 
 def role_power_values(host: str, idle: dict[str, int]) -> dict:

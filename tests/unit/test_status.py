@@ -401,6 +401,17 @@ def test_slurms_reason_for_a_node_it_took_out_is_shown(mesh, fake):
     assert gpu1.problem == "slurm" and "Slurm sees it drained (GPU count 1 of 2" in gpu1.error
 
 
+def test_a_node_that_started_without_a_gpu_shows_slurms_word_and_the_missing_device(mesh, fake):
+    """slurmd-start without /dev/nvidia1: Slurm calls the registration invalid (fewer GPUs than the
+    node's record) and the health check's drain names the device (recorded on Slurm 22.05)."""
+    row = "inval|gpu:rtx_a5000:1|meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1"
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=row))}
+    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    gpu1 = next(r for r in rows if r.name == "gpu1")
+    assert not healthy and gpu1.problem == "slurm" and gpu1.gpus == "gpu:rtx_a5000:1"
+    assert "Slurm sees it inval (meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1)" in gpu1.error
+
+
 def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|", cpu1="idle#|(null)|"))}
     fake.unreachable = ["gpu1", "cpu1"]
