@@ -499,9 +499,9 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
 
 
 def resting_state(in_slurm: dict) -> str | None:
-    """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``, ``reason``),
-    or None: Slurm's words (collection module_utils ``mesh_slurm.resting``)."""
-    return SLURM.resting(in_slurm.get("state") or "", in_slurm.get("reason") or "")
+    """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``), or None:
+    Slurm's words (collection module_utils ``mesh_slurm.resting``)."""
+    return SLURM.resting(in_slurm.get("state") or "")
 
 
 def resting_nodes(mesh: Mesh, nodes: list[Node], mesh_vars: dict, names) -> dict[str, str]:

@@ -3,7 +3,8 @@
 ``mesh_slurm``), as filters.
 
 ``slurm_not_ready``: of ``sinfo --format=%N|%T`` lines (or bare state words), those whose node does
-not take jobs or does not answer Slurm. ``slurm_state``: one word read (base, flags, known).
+not take jobs or does not answer Slurm. ``slurm_state``: one word read (base, flags, known). ``slurm_power_flags``:
+the flags of power saving, for the health check's shell pattern.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ def slurm_not_ready(lines):
     return [line for line in lines or [] if not mesh_slurm.ready(str(line).rsplit("|", 1)[-1])]
 
 
+def slurm_power_flags(_ignored=None):
+    """The flag characters of power saving (``mesh_slurm.POWER_FLAGS``), for a shell pattern."""
+    return mesh_slurm.POWER_FLAGS
+
+
 def slurm_state(word):
     """``{"state", "base", "flags", "known"}`` of one state word (``mesh_slurm.parse``)."""
     return mesh_slurm.parse(word)
@@ -23,4 +29,4 @@ def slurm_state(word):
 
 class FilterModule:
     def filters(self):
-        return {"slurm_not_ready": slurm_not_ready, "slurm_state": slurm_state}
+        return {"slurm_not_ready": slurm_not_ready, "slurm_state": slurm_state, "slurm_power_flags": slurm_power_flags}

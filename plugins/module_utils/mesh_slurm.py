@@ -68,6 +68,8 @@ READY = ("idle", "mixed", "allocated", "completing", "planned", "reserved")
 TAKEN_OUT = ("down", "drained", "draining", "fail", "failing", "inval")
 
 FLAG_CHARS = "".join(FLAGS)
+# The flags of power saving: a node stopped, being stopped, to be stopped, or being started.
+POWER_FLAGS = "~%!#"
 # A state word as sinfo prints one (a base state and its flag), or a word meshctl writes itself
 # (absent, unknown): letters, digits, '_' and the flags.
 WORD_RE = re.compile("[A-Za-z0-9][A-Za-z0-9._:" + re.escape(FLAG_CHARS) + "]{0,39}")
@@ -97,16 +99,20 @@ def ready(word):
     return state["base"] in READY and "*" not in state["flags"]
 
 
-def taken_out(word, reason=""):
-    """Slurm, an admin or the health check took it out (a reason, or a base state of TAKEN_OUT)."""
-    return bool(reason) or base(word) in TAKEN_OUT or base(word) == "absent"
+def taken_out(word):
+    """Slurm, an admin or the health check took it out: DOWN, DRAINED, DRAINING, FAIL, FAILING, an
+    invalid registration (INVAL), or not in Slurm at all (``absent``). Not its reason: Slurm 24.11
+    keeps a resumed node's reason beside ``idle`` (tests/fixtures/sinfo/slurm-24.11/powered_down.txt),
+    so a reason says whose a state is only while the state is one of these."""
+    return base(word) in TAKEN_OUT or base(word) == "absent"
 
 
-def resting(word, reason=""):
+def resting(word):
     """Why a node SSH cannot reach is meant to be off, or None: stopped by power saving while idle
-    (``~``), being stopped (``%``, ``!``), or being started for a job (``#``). A node taken out (a
-    reason, DOWN, DRAINED, ...) is not resting."""
-    if taken_out(word, reason):
+    (``~``), being stopped (``%``, ``!``), or being started for a job (``#``). A node taken out
+    (DOWN, DRAINED, ...: ``down~`` is a refused start, ``draining!`` an admin's power_down_asap) is
+    not resting."""
+    if taken_out(word):
         return None
     flags = parse(word)["flags"]
     if "~" in flags:

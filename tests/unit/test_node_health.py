@@ -9,6 +9,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from meshctl import resources
+
 TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
 
 
@@ -22,6 +24,7 @@ def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None) -> Pa
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined)
     env.filters["comment"] = lambda text: "\n".join(f"# {line}" for line in text.splitlines())
     env.filters["quote"] = quote
+    env.filters["meshctl.mesh.slurm_power_flags"] = resources.plugin("filter.slurm_states").slurm_power_flags
     text = env.get_template("node_health.sh.j2").render(
         ansible_managed="Ansible managed", inventory_hostname="gpu1", slurm_controller="head", mesh_pod=False,
         mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path="/mnt/x",
@@ -121,7 +124,7 @@ def test_a_reason_slurm_kept_after_a_resume_is_history(tmp_path):
 
 
 OTHERS = [("drained", "disk replaced [admin@2026-11-24T10:00]"), ("down*", "Not responding"), ("idle~", "none"),
-          ("idle#", "none")]  # fmt: skip
+          ("idle#", "none"), ("idle%", "none"), ("mixed!", "none")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("state", "reason"), OTHERS)

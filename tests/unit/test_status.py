@@ -421,26 +421,39 @@ def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
     assert by["cpu1"].healthy and "starting: a job asked for it" in by["cpu1"].error
 
 
-def test_apply_skips_a_node_stopped_while_idle_and_says_so(mesh, fake):
-    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|"))}
+@pytest.mark.parametrize("state", ["idle~", "idle%"])
+def test_apply_skips_a_node_stopped_while_idle_and_says_so(mesh, fake, state):
+    """idle~: stopped; idle%: being stopped (the state Slurm printed, tests/fixtures/sinfo/)."""
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=f"{state}|(null)|"))}
     fake.unreachable = ["gpu1"]
     said = io.StringIO()
     progress = runner.Progress(out=said, live=False)
     result = membership.apply(mesh, *mesh.load(), progress)  # no PartialError: gpu1 is meant to be off
     assert [call["playbook"] for call in fake] == ["site.yml", "status.yml"]
     assert set(fake[1]["limit"].split(",")) - {"localhost"} == {"head"}  # the head's Slurm view, no node
-    assert "gpu1: stopped while idle (idle_stop); not changed" in said.getvalue()
+    stopped = "stopped" if state == "idle~" else "being stopped"
+    assert f"gpu1: {stopped} while idle (idle_stop); not changed" in said.getvalue()
     assert "`meshctl apply --limit gpu1`" in said.getvalue() and result.unreachable == ["gpu1"]
 
 
 def test_apply_still_names_a_node_that_is_off_without_slurm_having_stopped_it(mesh, fake):
-    reason = "idle~|(null)|meshctl: paperspace could not start it: out of capacity"
+    refused = "down~|(null)|meshctl: paperspace could not start it: out of capacity"  # the power program's mark
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="down*|(null)|Not responding",
-                                                                        cpu1=reason))}  # fmt: skip
+                                                                        cpu1=refused))}  # fmt: skip
     fake.unreachable = ["gpu1", "cpu1"]
     with pytest.raises(membership.PartialError) as caught:
         membership.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
-    assert set(caught.value.unreachable) == {"gpu1", "cpu1"}  # down, or stopped with a reason: not resting
+    assert set(caught.value.unreachable) == {"gpu1", "cpu1"}  # down, or marked down powered off: not resting
+
+
+def test_a_reason_slurm_2411_kept_does_not_make_a_stopped_node_a_lost_one(mesh, fake):
+    """Slurm 24.11 keeps a resumed node's reason beside its later states: idle~ with an old reason is
+    stopped while idle (tests/fixtures/sinfo/slurm-24.11/powered_down.txt)."""
+    kept = "idle~|(null)|recorded reboot : reboot issued : reboot timed out"
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=kept))}
+    fake.unreachable = ["gpu1"]
+    result = membership.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
+    assert result.unreachable == ["gpu1"]  # skipped and said, not a failure
 
 
 def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
@@ -448,9 +461,12 @@ def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
     assert membership.resting_state({"state": "idle#"}) == "starting: a job asked for it"
     assert membership.resting_state({"state": "idle%"}) == "being stopped while idle (idle_stop)"
     assert membership.resting_state({"state": "alloc#"}) == "starting: a job asked for it"
-    for off in ({"state": "down~"}, {"state": "idle~", "reason": "meshctl: paperspace could not start it"},
-                {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"}):  # fmt: skip
+    for off in ({"state": "down~", "reason": "meshctl: paperspace could not start it"}, {"state": "down~"},
+                {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"},
+                {"state": "draining!", "reason": "POWER_DOWN_ASAP"}):  # fmt: skip
         assert membership.resting_state(off) is None, off
+    # a reason Slurm 24.11 kept from before is history: the state says whose the node is
+    assert membership.resting_state({"state": "idle~", "reason": "recorded reboot : reboot timed out"}) is not None
 
 
 def test_ctrl_c_during_status_is_exit_130_not_a_head_to_start(mesh, monkeypatch):
