@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e import wait_for as wait  # noqa: E402  (asks WHAT until it is true, or gives up)
+
 HEAD, LOST = "head", "gpu1"
 EXAMPLES = "/mnt/shared-slurm/examples"
 
@@ -35,16 +39,6 @@ def on(container: str, command: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise SystemExit(f"{container}: {command}: {done.stderr.strip()}")
     return done.stdout
-
-
-def wait(what, seconds: float, step: float = 0.5):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        found = what()
-        if found:
-            return found
-        time.sleep(step)
-    return None
 
 
 def copy_example() -> None:
@@ -67,9 +61,9 @@ def one_run() -> dict:
         raise SystemExit(f"job {job} never checkpointed twice")
     killed = time.monotonic()
     subprocess.run(["docker", "kill", LOST], capture_output=True, check=True)
-    said = wait(lambda: "stopped answering" in on(host, f"cat {out}", check=False), 120)
+    said = wait(lambda: "stopped answering" in on(host, f"cat {out}", check=False), 120, 0.5)
     said_at = time.monotonic() - killed if said else None
-    resumed = wait(lambda: "resumed from the checkpoint" in on(host, f"cat {out}", check=False), 180)
+    resumed = wait(lambda: "resumed from the checkpoint" in on(host, f"cat {out}", check=False), 180, 0.5)
     resumed_at = time.monotonic() - killed if resumed else None
     ended = wait(lambda: re.search(r"JobState=(COMPLETED|FAILED|CANCELLED)", on(HEAD, f"scontrol show job {job}")), 400)
     ended_at = time.monotonic() - killed
