@@ -1,5 +1,6 @@
 """The slurm role's templates rendered from fact sets, checked line by line."""
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -251,6 +252,10 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
     slurmd.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nfor a; do case "$a" in */slurm.conf) '
                       'echo ---; cat "${a%/slurm.conf}/gres.conf";; esac; done\n')  # fmt: skip
     slurmd.chmod(0o755)
+    bin_dir = tmp_path / "bin"  # scontrol: records what it is asked
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path}/scontrol.log\n')
+    (bin_dir / "scontrol").chmod(0o755)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True)  # fmt: skip
     env.filters["comment"] = comment
@@ -262,7 +267,10 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
         slurm_feature_gpu="gpu", slurm_power_feature="meshctl_on", slurm_spool_dir=str(spool),
         slurm_degraded_conf_dir=str(degraded), slurm_client_conf_link=str(tmp_path / "run" / "slurm" / "conf"),
     ).replace("/usr/sbin/slurmd", str(slurmd))  # fmt: skip
-    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    done = subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, timeout=30, env={**os.environ, "PATH": path}
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines(), done.stderr
 
@@ -287,6 +295,10 @@ def test_a_node_without_a_gpu_device_starts_from_its_last_configuration_without_
     assert gres == [f"NodeName=ps-a6000 Name=gpu Type=rtx_a5000 File={tmp_path}/dev/nvidia0",
                     f"NodeName=other Name=gpu Type=rtx_a5000 File={tmp_path}/dev/nvidia1"]  # fmt: skip
     assert (degraded / "plugstack.conf").exists() and f"GPU devices missing: {tmp_path}/dev/nvidia1" in said
+    # drained before it registers, in the health check's words (Slurm 24.11 will not drain it after)
+    assert (tmp_path / "scontrol.log").read_text().splitlines() == [
+        f"update nodename=ps-a6000 state=drain reason=meshctl health: GPUs seen 1 of 2, missing {tmp_path}/dev/nvidia1"
+    ]
     link = tmp_path / "run" / "slurm" / "conf"  # Slurm's commands on the node read the same files
     assert link.is_symlink() and link.resolve() == degraded.resolve()
     args, _ = run_start(render, mesh, tmp_path, "dynamic", ["nvidia0", "nvidia1"])  # back: configless again
