@@ -113,6 +113,14 @@ def test_a_node_it_drained_is_resumed_once_healthy(tmp_path):
     assert told == ["update nodename=gpu1 state=resume"]
 
 
+def test_slurms_own_drain_for_fewer_gpus_is_resumed_once_they_are_all_there(tmp_path):
+    """Slurm 24.11 puts its own reason over slurmd-start's when a node registers fewer GPUs: once
+    slurmd started again with every GPU, the node is resumed (CI run 8's debian13)."""
+    slurms = "gres/gpu count reported lower than configured (1 < 2) [slurm@2026-11-26T07:20:01]"
+    assert run(tmp_path / "a", gpus=0, state="drained", reason=slurms)[1] == ["update nodename=gpu1 state=resume"]
+    assert run(tmp_path / "b", gpus=2, state="drained", reason=slurms)[1] == [LOST]  # still missing: ours now
+
+
 def test_a_reason_slurm_kept_after_a_resume_is_history(tmp_path):
     """Slurm 24.11 keeps a resumed node's reason (idle|meshctl health: ...): it is neither resumed
     again nor taken for a drain that is already there when the GPU goes again."""
