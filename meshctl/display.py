@@ -7,7 +7,6 @@ writes the clipboard, other sequences retitle the window, move the cursor or hid
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
@@ -15,23 +14,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-# Whole escape sequences first (CSI, OSC/DCS/PM/APC up to BEL or ST, in 7- and 8-bit forms), then
-# every C0 and C1 control left, and the Unicode controls that reorder or hide text (bidi, zero-width).
-_SEQUENCES = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
-    r"|(?:\x1b[\]P^_X]|[\x9d\x90\x9e\x9f\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-    r"|\x1b[@-Z\\-_]?"
-)
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]")
+from meshctl import resources
+
+_TEXT = resources.plugin("module_utils.mesh_text")  # the one sanitizer, shared with the head's programs
 
 
 def clean(text: object, multiline: bool = False) -> str:
     """``text`` safe for a terminal: escape sequences and control characters removed, tabs made spaces,
-    and line breaks too unless ``multiline``. The one sanitizer for what meshctl prints."""
-    text = _SEQUENCES.sub("", str(text)).replace("\t", " ")
-    if not multiline:
-        text = text.replace("\r\n", " ").replace("\n", " ")
-    return _CONTROLS.sub("", text)
+    and line breaks too unless ``multiline``. The one sanitizer for what meshctl prints
+    (``plugins/module_utils/mesh_text.py``)."""
+    return _TEXT.clean(text, multiline)
 
 
 def dollars(value: float | None, unknown: str = "-") -> str:

@@ -212,7 +212,7 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
 
 
 def mark_down(name: str, reason: str, scontrol: str = "scontrol") -> None:
-    """Slurm's reason for a node the head could not launch again (as meshctl-power says it)."""
-    reason = " ".join(reason.replace('"', "'").split())[:200]
+    """Slurm's reason for a node the head could not launch again (as meshctl-power says it), cleaned."""
+    reason = resources.plugin("module_utils.mesh_text").slurm_reason(reason)
     subprocess.run([scontrol, "update", f"nodename={name}", "state=down", f"reason=meshctl: {reason}"],
                    capture_output=True, check=False)  # fmt: skip

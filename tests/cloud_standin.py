@@ -65,6 +65,7 @@ class MemoryBackend:
         self._ids = itertools.count(1)
         self._ports = itertools.count(10022)
         self.capacity = 100  # launches left before "no capacity"
+        self.refusal = "Machine type is out of capacity in this region"  # Paperspace's words for it
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):04d}"
@@ -502,7 +503,7 @@ class Standin:
         if method == "GET" and not m.group(2):
             return 200, self.render(machine)
         if method == "PATCH" and m.group(2) == "/start" and self.backend.capacity <= 0:
-            return 400, {"code": "BAD_REQUEST", "message": "Machine type is out of capacity in this region"}
+            return 400, {"code": "BAD_REQUEST", "message": self.backend.refusal}
         if method == "PATCH" and m.group(2) in ("/start", "/stop"):
             (self.backend.start if m.group(2) == "/start" else self.backend.stop)(machine)
             return 200, {"data": self.render(machine), "event": {"id": "ev2", "name": m.group(2)[1:], "state": "new"}}

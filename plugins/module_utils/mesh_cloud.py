@@ -24,11 +24,12 @@ import json
 import os
 import re
 import time
-import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
 from importlib import import_module
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_text import clean
 
 PROVIDERS = ("lambda", "runpod", "paperspace")  # one module each: mesh_cloud_<name>.py
 # What every client has (a provider that cannot do one raises CloudError of kind "unsupported"); a
@@ -409,11 +410,10 @@ def problem_message(payload):
 
 
 def printable(value):
-    """VALUE without control, format and unassigned characters (escape sequences, bidi marks such as
-    U+061C and U+202E), its whitespace runs one space: a provider's words as they may be shown, logged
-    or given to Slurm as a node's reason."""
-    kept = "".join(ch if not unicodedata.category(ch).startswith("C") else " " for ch in str(value))
-    return " ".join(kept.split())
+    """VALUE cleaned by the one sanitizer (``mesh_text.clean``: escape sequences whole, control, format
+    and unassigned characters), its whitespace runs one space: a provider's words as they may be shown,
+    logged or given to Slurm as a node's reason."""
+    return " ".join(clean(value).split())
 
 
 def message_of(payload, *paths):

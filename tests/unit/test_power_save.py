@@ -210,6 +210,32 @@ def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):
         assert "FAILED" in program.log.read_text()
 
 
+def test_a_providers_words_reach_the_log_and_slurms_reason_without_escape_sequences(program):
+    """A refusal carrying OSC 52 (clipboard), CSI, a bidi mark and a line break: every job user reads
+    the reason in `sinfo -R`, and the log is read in a terminal; neither gets them."""
+    with Standin("paperspace") as api:
+        machine = api.add("n1", "A4000", 1, 0.76, state="stopped")
+        api.backend.capacity = 0
+        api.backend.refusal = 'no capacity\x1b]52;c;cm0gLXJmIH4=\x07 \x1b[2J\x9b31m"quoted"\u061c\u202e\nnext line'
+        plan = {"n1": {"instance": f"paperspace:{machine.id}", "provider": "paperspace", "id": machine.id,
+                       "idle_stop": 60}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"paperspace": api.url}))
+        assert program("resume", "n1").returncode == 1
+    calls, log = program.calls.read_text(), program.log.read_text()
+    for said in (calls, log):
+        assert not set(said) & {"\x1b", "\x07", "\x9b", "\u061c", "\u202e"}, repr(said)
+        assert "cm0gLXJmIH4" not in said and "no capacity" in said  # the sequence whole, payload too
+    assert "reason=meshctl: paperspace could not start it" in calls and "'quoted'" in calls
+    assert len(log.splitlines()) == 1 and "next line" in log  # one line each
+
+
+def test_the_reason_meshctl_gives_slurm_is_one_clean_bounded_line():
+    text = resources.plugin("module_utils.mesh_text")
+    assert text.slurm_reason('a\x1b[31m "b"\t\n\u202ec' + "x" * 300).startswith("a 'b' c")
+    assert len(text.slurm_reason("x" * 300)) == text.REASON_LIMIT
+
+
 def test_a_node_it_does_not_know_is_left_alone_and_said(program):
     (program.conf / "nodes.json").write_text("{}")
     done = program("suspend", "head")
