@@ -106,17 +106,38 @@ def forget(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
     return gone
 
 
+# A public host key as known_hosts holds it after the name: its type and its base64, nothing else.
+_PUBLIC_KEY = re.compile(
+    r"^(?:ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(?:256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,2}$"
+)
+
+
+def keys_of(known_hosts: Path, host: str, port: int) -> list[str]:
+    """The public keys (``TYPE BASE64``) known_hosts holds for HOST:PORT."""
+    if not Path(known_hosts).is_file():
+        return []
+    lines = _run(["ssh-keygen", "-F", known_hosts_name(host, port), "-f", str(known_hosts)]).splitlines()
+    keys = [" ".join(line.split()[1:3]) for line in lines if line and not line.startswith("#") and " " in line]
+    return [key for key in keys if _PUBLIC_KEY.fullmatch(key)]
+
+
+def is_public_key(text: object) -> bool:
+    return isinstance(text, str) and bool(_PUBLIC_KEY.fullmatch(text))
+
+
+def record(known_hosts: Path, host: str, port: int, keys: list[str]) -> int:
+    """Make KEYS (``TYPE BASE64`` each, checked) the keys known_hosts holds for HOST:PORT."""
+    keys = [key for key in keys if is_public_key(key)]
+    if not keys:
+        return 0
+    forget(known_hosts, host, port)
+    with open(known_hosts, "a", encoding="utf-8") as handle:
+        handle.writelines(f"{known_hosts_name(host, port)} {key}\n" for key in keys)
+    return len(keys)
+
+
 def carry(known_hosts: Path, old: tuple[str, int], new: tuple[str, int]) -> int:
     """Record under NEW (host, port) the keys known_hosts holds for OLD: a rented machine its
     provider moved to another address or port keeps its host keys, and SSH then still refuses a
     machine at the new address that cannot show one of them. Returns how many keys were carried."""
-    if not Path(known_hosts).is_file():
-        return 0
-    lines = _run(["ssh-keygen", "-F", known_hosts_name(*old), "-f", str(known_hosts)]).splitlines()
-    keys = [line.split(None, 1)[1] for line in lines if line and not line.startswith("#") and " " in line]
-    if not keys:
-        return 0
-    forget(known_hosts, *new)
-    with open(known_hosts, "a", encoding="utf-8") as handle:
-        handle.writelines(f"{known_hosts_name(*new)} {key}\n" for key in keys)
-    return len(keys)
+    return record(known_hosts, *new, keys_of(known_hosts, *old))

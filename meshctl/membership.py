@@ -426,36 +426,55 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, prog
     return result
 
 
-def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False) -> list[str]:
+def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False,
+                 head_record=None) -> list[str]:  # fmt: skip
     """Rented nodes their provider now runs at another SSH address or port (a Runpod pod started
     again, a Paperspace machine's new public IP) are recorded there before a run reaches them, the
     host keys known for the old address carried to the new one (the machine must still show one
     of them). A Lambda node the head launched again (a new instance, named as the node) is
-    recorded as that instance; it is a new machine, whose host key is learnt on first contact.
-    A dry run says so and records nothing. Returns the names of the nodes moved."""
+    recorded as that instance only when the head recorded launching that very instance (its
+    relaunch record, ``HEAD_RECORD(node_name)``, read from the head over SSH by default), and then
+    with the host keys the head met on it: anyone who can launch in the account can name an
+    instance after a node, and it would be sent the mesh's keys. A dry run says so and records
+    nothing. Returns the names of the nodes moved."""
     if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
         return []
     moves, problems = cloud.moved(mesh, nodes, mesh_vars)
     for provider, why in problems.items():
         progress.note(f"{provider}: could not ask where its instances run now ({why}); addresses as recorded")
+    if head_record is None:
+
+        def head_record(name):
+            return relaunch.read_record(mesh, head_of(nodes), mesh_vars, name)
+
+    followed = []
     for node, host, port, ref in moves:
         provider = node.instance.split(":", 1)[0]
         if ref != node.instance:
+            record = head_record(node.name)
+            if not record or record["instance"] != ref:
+                progress.note(f"{node.name}: {provider} runs {ref} at {host}:{port}, named {node.name}, but the "
+                              f"head recorded no launch of it: not taken for {node.name} (its recorded "
+                              f"{node.instance} is gone); if you launched it, `meshctl remove-node "
+                              f"{node.name}` then `meshctl add-node`")  # fmt: skip
+                continue
             hostkeys.forget(mesh.known_hosts, node.host, node.port)
-            hostkeys.forget(mesh.known_hosts, host, port)
+            hostkeys.record(mesh.known_hosts, host, port, record["host_keys"])
             progress.note(f"{node.name}: launched again by the head as {ref} at {host}:{port} (recorded "
-                          f"{node.instance} at {node.host}:{node.port}); recorded there")  # fmt: skip
+                          f"{node.instance} at {node.host}:{node.port}); recorded there, with the host "
+                          f"key(s) the head met on it")  # fmt: skip
         else:
             carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
             progress.note(f"{node.name}: {provider} runs it at {host}:{port} now "
                           f"(recorded {node.host}:{node.port}); recorded there"
                           + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
         was = node.move_to(host, port, ref)
+        followed.append(node.name)
         if was:
             progress.note(f"{node.name}: mesh address {was} -> {host} (its SSH address: no tailnet)")
-    if moves:
+    if followed:
         mesh.save(nodes, mesh_vars)
-    return [node.name for node, *_rest in moves]
+    return followed
 
 
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):

@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -130,6 +131,46 @@ def register_key(api, public_key: str) -> str:
 
 
 MAX_SPEC_BYTES = 64 * 1024
+RECORDS = "relaunched"  # in the head's copy of the mesh (root's, 0700): <node>.json per launch
+
+
+def write_record(mesh: Mesh, name: str, ref: str, host: str, port: int) -> None:
+    """The head's word that it launched REF for NAME, with the host keys it met there: the control
+    machine takes an instance bearing a node's name for that node only with this record, and then
+    trusts only these keys (``read_record``, ``membership.follow_moves``)."""
+    from meshctl.mesh import atomic_write
+
+    folder = mesh.path / RECORDS
+    folder.mkdir(mode=0o700, exist_ok=True)
+    record = {"node": name, "instance": ref, "host": host, "port": port,
+              "host_keys": hostkeys.keys_of(mesh.known_hosts, host, port)}  # fmt: skip
+    atomic_write(folder / f"{name}.json", json.dumps(record, indent=1) + "\n", mode=0o600)
+
+
+def parse_record(text: str, name: str) -> dict | None:
+    """The head's relaunch record of NAME as the control machine reads it (data: checked), or None."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("node") != name or not isinstance(record.get("instance"), str):
+        return None
+    keys = record.get("host_keys")
+    if not isinstance(keys, list) or not keys or not all(hostkeys.is_public_key(k) for k in keys):
+        return None
+    return {"instance": record["instance"], "host_keys": keys}
+
+
+def read_record(mesh: Mesh, head: Node, mesh_vars: dict, name: str) -> dict | None:
+    """The head's relaunch record of NAME, read over SSH from its copy of the mesh (None when the
+    head has none or cannot be asked)."""
+    folder = mesh.setting("power_save_control_dir", mesh_vars,
+                          resources.role_defaults("power_save")["power_save_control_dir"])  # fmt: skip
+    path = f"{folder}/{RECORDS}/{name}.json"
+    command = ("" if head.user == "root" else "sudo -n ") + f"cat {shlex.quote(path)}"
+    argv = ssh.ssh_argv(head.host, head.user, head.port, head.ssh_key, mesh.known_hosts)
+    done = ssh.run(argv, command, timeout=30)
+    return parse_record(done.stdout[:MAX_SPEC_BYTES], name) if done.rc == 0 else None
 
 
 def read_plain_file(path: Path, limit: int = MAX_SPEC_BYTES) -> str:
@@ -198,6 +239,7 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
                     what, todo = ssh.explain_failure(done.stderr, node.user, node.host, node.port)
                     raise UsageError(f"{name}: cannot reach the new instance {ref}: {what}", hint=todo)
             mesh.save(nodes, mesh_vars)
+            write_record(mesh, name, ref, node.host, node.port)
             say(f"{name}: {ref} runs at {node.host}:{node.port}; setting it up (apply --limit {name})")
             membership.apply(mesh, nodes, mesh_vars, progress, limit=name)
         except MeshctlError as exc:

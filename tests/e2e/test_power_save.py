@@ -367,6 +367,15 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     applied = meshctl(root, "apply", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     assert f"gpu2: launched again by the head as lambda:{new[0].id}" in applied.stdout, applied.stdout[-3000:]
+    # Taken for gpu2 on the head's record of launching it (issue 36), with the host key the head met
+    # there: the same key the machine shows, recorded before the control machine ever reached it.
+    assert "with the host key(s) the head met on it" in applied.stdout
+    record = json.loads(on_head("cat /var/lib/meshctl/control/relaunched/gpu2.json"))
+    assert record["instance"] == f"lambda:{new[0].id}" and record["host_keys"]
+    shown = subprocess.run(["docker", "exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
+                           capture_output=True, text=True, check=True).stdout.split()[:2]  # fmt: skip
+    assert " ".join(shown) in record["host_keys"]
+    assert " ".join(shown) in (root / "lab" / "known_hosts").read_text()
     host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["gpu2"]
     assert host["meshctl_instance"] == f"lambda:{new[0].id}" and host["ansible_host"] == new[0].ip
     assert host["mesh_address"] == new[0].ip  # no tailnet in this bed: the mesh address is the SSH address

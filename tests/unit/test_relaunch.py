@@ -10,7 +10,7 @@ import tarfile
 import pytest
 import yaml
 
-from meshctl import cloud, membership, relaunch, resources
+from meshctl import cloud, hostkeys, membership, relaunch, resources
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Node
 from tests.cloud_standin import KEY, Standin
@@ -42,26 +42,74 @@ def lambda_node(mesh, lam, name, tailnet=True):
     return machine
 
 
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3l2mFqUeP0Zq5m8s1k7bV0lq0cQ6b2hS9yU4nT1xWe"
+
+
+def records(**launched):
+    """The head's relaunch records, as read_record gives them: node name -> instance launched."""
+    return lambda name: {"instance": launched[name], "host_keys": [HOST_KEY]} if name in launched else None
+
+
 def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, lam):
     old = lambda_node(mesh, lam, "gpu2")
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []
     lam.backend.terminate(old)  # Slurm terminated it while idle
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []  # no new instance yet: as recorded
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []  # none yet
     stranger = lam.add("someone-else", "gpu_1x_a10", 1, 1.29)  # another name: never taken for the node
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=records()) == []
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)  # the head's new instance bears the node's name
     assert new.ip != old.ip and stranger.id != new.id
     rows = {r.id: r.node for r in cloud.machines(mesh, mesh.load()[0], mesh_vars)[0]}
     assert rows == {new.id: "gpu2", stranger.id: None}  # `meshctl machines`: gpu2's, not forgotten
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True) == []
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == ["gpu2"]
+    launched = records(gpu2=f"lambda:{new.id}")
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True, head_record=launched) == []
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == ["gpu2"]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert (node.host, node.instance, node.user) == (new.ip, f"lambda:{new.id}", "ubuntu")
     assert f"gpu2: launched again by the head as lambda:{new.id} at {new.ip}:22" in notes.lines[-1]
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []  # followed once
+    # The only key trusted there is the one the head met: no first-contact trust.
+    assert hostkeys.keys_of(mesh.known_hosts, new.ip, 22) == [HOST_KEY]
+    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == []  # once
     assert node.mesh_address == "100.64.0.3"  # its tailnet address: the run's tailscale role says the new one
+
+
+@pytest.mark.parametrize("launched", [{}, {"gpu2": "lambda:someone-elses"}])
+def test_an_instance_bearing_a_nodes_name_that_the_head_did_not_launch_is_not_taken_for_it(mesh, lam, launched):
+    """Anyone who can launch in the account (the head's slurm user holds lambda.key) can name an
+    instance after a node whose instance is gone: without the head's record of launching that very
+    instance, the node stays where it was, its host keys kept, and the note says what to do."""
+    old = lambda_node(mesh, lam, "gpu2")
+    mesh.known_hosts.write_text(f"{old.ip} {HOST_KEY}\n")
+    lam.backend.terminate(old)
+    planted = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
+    nodes, mesh_vars = mesh.load()
+    notes = Notes()
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(**launched)) == []
+    node = {n.name: n for n in mesh.load()[0]}["gpu2"]
+    assert (node.host, node.instance) == (old.ip, f"lambda:{old.id}")
+    assert hostkeys.keys_of(mesh.known_hosts, old.ip, 22) == [HOST_KEY]
+    assert hostkeys.keys_of(mesh.known_hosts, planted.ip, 22) == []
+    assert f"lambda:{planted.id}" in notes.lines[-1] and "head recorded no launch of it" in notes.lines[-1]
+    assert "meshctl remove-node gpu2" in notes.lines[-1]
+
+
+def test_the_heads_record_is_written_with_the_keys_it_met_and_read_as_data(mesh):
+    mesh.known_hosts.write_text(f"[192.0.2.7]:2222 {HOST_KEY}\n")
+    relaunch.write_record(mesh, "gpu2", "lambda:i-9", "192.0.2.7", 2222)
+    path = mesh.path / relaunch.RECORDS / "gpu2.json"
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    text = path.read_text()
+    assert relaunch.parse_record(text, "gpu2") == {"instance": "lambda:i-9", "host_keys": [HOST_KEY]}
+    assert relaunch.parse_record(text, "gpu3") is None  # another node's
+    for bad in (
+        "not json",
+        "[]",
+        json.dumps({"node": "gpu2", "instance": "lambda:i-9", "host_keys": []}),
+        json.dumps({"node": "gpu2", "instance": "lambda:i-9", "host_keys": [HOST_KEY + "\n@cert-authority * x"]}),
+    ):
+        assert relaunch.parse_record(bad, "gpu2") is None
 
 
 def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
@@ -70,7 +118,9 @@ def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == ["gpu2"]
+    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(gpu2=f"lambda:{new.id}")) == [
+        "gpu2"
+    ]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert node.host == node.mesh_address == new.ip != old.ip
     assert f"gpu2: mesh address {old.ip} -> {new.ip}" in notes.lines[-1]
@@ -82,7 +132,7 @@ def test_two_instances_bearing_the_name_are_not_guessed_between(mesh, lam):
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, Notes()) == []
+    assert membership.follow_moves(mesh, nodes, mesh_vars, Notes(), head_record=records(gpu2="lambda:any")) == []
 
 
 def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_where_it_is_unpacked(tmp_path):
