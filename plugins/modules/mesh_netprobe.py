@@ -10,8 +10,12 @@ module: mesh_netprobe
 short_description: Measure throughput and round-trip time to other mesh nodes with iperf3
 version_added: "0.10.0"
 description:
-  - C(action=serve) starts an iperf3 server on this node (a daemon with a PID file) for the
-    measurements of C(meshctl doctor); C(action=stop) stops it again.
+  - C(action=serve) starts an iperf3 server on this node for the measurements of C(meshctl doctor):
+    bound to O(bind) (the node's mesh address; every address only when that one is no address of
+    this node, as a NATed public address without a tailnet), run as an unprivileged user (never
+    root), and ended by itself after O(lifetime) seconds should nothing stop it (the run
+    interrupted); C(action=stop) stops it again (its process group, after checking the PID file
+    names an iperf3 of ours).
   - C(action=measure) runs one iperf3 client per target, one after the other, over the target's
     mesh address, and reports each link's throughput (bits per second received) and the mean
     TCP round-trip time iperf3 saw; it also reads C(tailscale status --json) (when asked), so
@@ -39,8 +43,20 @@ options:
     description: Read C(tailscale status --json) (C(measure)).
     type: bool
     default: false
+  bind:
+    description: The address the server listens on (C(serve)); empty for every address.
+    type: str
+    default: ""
+  user:
+    description: The unprivileged user (UID) the server runs as (C(serve)); 65534 is C(nobody).
+    type: int
+    default: 65534
+  lifetime:
+    description: Seconds after which the server ends by itself (C(serve)).
+    type: int
+    default: 900
   pidfile:
-    description: The server's PID file.
+    description: The server's PID file (written by this module, as root).
     type: path
     default: /run/meshctl-iperf3.pid
 author:
@@ -48,9 +64,10 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Serve iperf3 while the doctor runs
+- name: Serve iperf3 while the doctor runs, on the mesh address only, as nobody
   meshctl.mesh.mesh_netprobe:
     action: serve
+    bind: 100.64.0.2
 
 - name: Measure to the nodes after this one
   meshctl.mesh.mesh_netprobe:
@@ -80,6 +97,10 @@ iperf3:
   description: Whether iperf3 is installed here.
   returned: always
   type: bool
+bound:
+  description: The address the server listens on (C(serve)); C(*) for every address.
+  returned: when action is serve
+  type: str
 """
 
 import contextlib
@@ -87,6 +108,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -119,14 +141,60 @@ def iperf_result(text):
     return {"bits_per_second": float(bps), "mean_rtt_us": int(sum(rtts) / len(rtts)) if rtts else None, "error": ""}
 
 
-def serve(port, pidfile):
+def local_address(address):
+    """Whether ADDRESS is one of this node's own (a socket can be bound to it)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+        return True
+    except OSError:
+        return False
+
+
+def listening(port):
+    """Whether a TCP socket listens on PORT here (/proc/net/tcp and tcp6, state 0A)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as handle:
+            for line in handle.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def server_argv(port, bound, lifetime):
+    """The server's command: iperf3 on PORT at BOUND (every address for "*"), ended after LIFETIME s."""
+    argv = ["timeout", str(lifetime), "iperf3", "--server", "--port", str(port)]
+    return argv + (["--bind", bound] if bound != "*" else [])
+
+
+def serve(port, pidfile, bind, user, lifetime):
+    """Start the server (its own session, as USER); return the address it listens on."""
     stop(pidfile)
-    subprocess.run(["iperf3", "--server", "--daemon", "--port", str(port), "--pidfile", pidfile],
-                   capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
-    for _ in range(50):  # the daemon writes its PID file once it listens
-        if os.path.exists(pidfile):
-            return
+    bound = bind if bind and local_address(bind) else "*"
+    process = subprocess.Popen(server_argv(port, bound, lifetime), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               user=user, group=user, extra_groups=[], cwd="/")  # fmt: skip
+    with open(os.open(pidfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), "w") as handle:
+        handle.write(f"{process.pid}\n")
+    for _ in range(50):
+        if listening(port):
+            return bound
+        if process.poll() is not None:
+            raise OSError(f"iperf3 exited at once ({process.returncode}): is port {port} taken?")
         time.sleep(0.1)
+    return bound
+
+
+def ours(pid):
+    """Whether PID runs our server (timeout wrapping iperf3): never signal a PID the file was lying about."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) > 2 and os.path.basename(argv[0]) == b"timeout" and b"iperf3" in argv[2]
 
 
 def stop(pidfile):
@@ -135,9 +203,13 @@ def stop(pidfile):
             pid = int(handle.read().strip() or 0)
     except (OSError, ValueError):
         return False
-    if pid > 1:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+    if pid > 1 and ours(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        for _ in range(30):
+            if not os.path.exists(f"/proc/{pid}") or not ours(pid):
+                break
+            time.sleep(0.1)
     with contextlib.suppress(OSError):
         os.unlink(pidfile)
     return True
@@ -166,6 +238,9 @@ def main():
             "seconds": {"type": "int", "default": 2},
             "targets": {"type": "dict", "default": {}},
             "tailscale": {"type": "bool", "default": False},
+            "bind": {"type": "str", "default": ""},
+            "user": {"type": "int", "default": 65534},
+            "lifetime": {"type": "int", "default": 900},
             "pidfile": {"type": "path", "default": "/run/meshctl-iperf3.pid"},
         },
         supports_check_mode=True,
@@ -181,10 +256,10 @@ def main():
                          iperf3=False)  # fmt: skip
     if params["action"] == "serve":
         try:
-            serve(params["port"], params["pidfile"])
+            bound = serve(params["port"], params["pidfile"], params["bind"], params["user"], params["lifetime"])
         except (subprocess.SubprocessError, OSError) as exc:
             module.fail_json(msg=f"iperf3 could not serve on port {params['port']}: {exc}", iperf3=True)
-        module.exit_json(changed=True, iperf3=True)
+        module.exit_json(changed=True, iperf3=True, bound=bound)
     links = measure(params["targets"], params["port"], params["seconds"])
     status = None
     if params["tailscale"] and shutil.which("tailscale"):

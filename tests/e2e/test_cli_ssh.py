@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -211,9 +212,34 @@ def test_status_is_healthy(bed):
     assert f'"tailnet": "Running {N1}' in result.stdout
 
 
+def iperf3_servers(container: str) -> list[str]:
+    """``USER ARGS`` of each iperf3 process on CONTAINER (the bracket keeps grep itself out)."""
+    out = subprocess.run(["docker", "exec", container, "sh", "-c", "ps -eo user=,args= | grep '[i]perf3' || true"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
 def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
-    result = bed.meshctl("doctor", "--json")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch():  # what serves while the doctor runs: its user and its command line
+        while not done.is_set():
+            seen.extend(iperf3_servers("e2e-n1"))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = bed.meshctl("doctor", "--json")
+    finally:
+        done.set()
+        watcher.join()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    # Issue 36: n1's server ran as nobody, on its mesh address only, ending by itself at the latest.
+    servers = [line for line in seen if " --server" in line]
+    assert servers and all(line.split()[0] == "nobody" for line in servers), seen
+    assert any(f"--bind {N1}" in line for line in servers) and any("timeout 900" in line for line in servers), seen
     out = json.loads(result.stdout)
     (link,) = out["links"]  # ctl and n1: one pair, measured once
     assert (link["source"], link["target"], link["error"]) == ("ctl", "n1", ""), link
@@ -224,6 +250,18 @@ def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
     assert bed.on_head("pgrep -x iperf3 || true").strip() == ""  # nothing left running
     table = bed.meshctl("doctor")
     assert table.returncode == 0 and "Links (iperf3" in table.stdout and "all-reduce: no PyTorch" in table.stdout
+    # A node whose measurement fails (the head's iperf3 client prints what is no text: the module
+    # fails) still stops its server, as does every other node: the always block (issue 36).
+    wrapper = "case \" $* \" in *' --client '*) printf '\\377\\376'; exit 1 ;; esac; exec /usr/bin/iperf3.real \"$@\""
+    bed.on_head(f"mv /usr/bin/iperf3 /usr/bin/iperf3.real && printf '%s\\n' '#!/bin/sh' {shlex.quote(wrapper)} "
+                "> /usr/bin/iperf3 && chmod 755 /usr/bin/iperf3")  # fmt: skip
+    try:
+        failed = bed.meshctl("doctor", "--json")
+    finally:
+        bed.on_head("mv /usr/bin/iperf3.real /usr/bin/iperf3")
+    assert failed.returncode == 7, failed.stdout[-3000:] + failed.stderr
+    assert "Measure the links" in json.loads(failed.stdout)["problems"]["ctl"]
+    assert iperf3_servers("e2e-head") == [] and iperf3_servers("e2e-n1") == []  # nothing left serving
 
 
 def test_rotate_authkey_moves_every_node_to_the_new_key(bed):

@@ -2,6 +2,10 @@
 link, and what meshctl accepts of the nodes' reports (meshctl/doctor.py)."""
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -32,6 +36,45 @@ def test_a_refused_connection_is_said_in_iperf3s_words(probe):
 def test_output_that_is_not_a_measurement_is_an_error_not_a_number(probe, text):
     result = probe.iperf_result(text)
     assert result["bits_per_second"] is None and result["error"]
+
+
+def test_the_server_listens_on_the_mesh_address_and_ends_by_itself(probe):
+    """Issue 36: bound to the mesh address (every address only when that is none of the node's own),
+    wrapped in timeout so a server an interrupted run left ends by itself."""
+    assert probe.server_argv(5201, "100.64.0.2", 900) == [
+        "timeout", "900", "iperf3", "--server", "--port", "5201", "--bind", "100.64.0.2"]  # fmt: skip
+    assert "--bind" not in probe.server_argv(5201, "*", 900)
+    assert probe.local_address("127.0.0.1") is True
+    assert probe.local_address("192.0.2.77") is False  # TEST-NET-1: no address of this machine
+
+
+def test_stop_signals_only_a_server_of_its_own(probe, tmp_path):
+    """A PID file naming another process (reused PID, a planted file) is removed, nothing signalled."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        pidfile = tmp_path / "iperf3.pid"
+        pidfile.write_text(f"{other.pid}\n")
+        assert probe.ours(other.pid) is False
+        assert probe.stop(str(pidfile)) is True and not pidfile.exists()
+        assert other.poll() is None  # still running: not ours, not signalled
+        notours = subprocess.Popen(["timeout", "30", "sleep", "30"], start_new_session=True)
+        assert probe.ours(notours.pid) is False  # timeout, but not iperf3
+        notours.kill()
+        notours.wait()
+        # A server of ours (a stand-in iperf3 that only sleeps): its whole process group is ended.
+        fake = tmp_path / "iperf3"
+        fake.write_text("#!/bin/sh\nsleep 30\n")
+        fake.chmod(0o755)
+        server = subprocess.Popen(["timeout", "30", str(fake), "--server"], start_new_session=True)
+        pidfile.write_text(f"{server.pid}\n")
+        time.sleep(0.2)
+        assert probe.ours(server.pid) is True
+        assert probe.stop(str(pidfile)) is True
+        assert server.wait(timeout=5) is not None and not pidfile.exists()
+        assert not os.path.exists(f"/proc/{server.pid}")
+    finally:
+        other.kill()
+        other.wait()
 
 
 def status(peers, tun=True):
