@@ -101,11 +101,13 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
     return {"nodes": plan, "refused": refused}
 
 
-def head_copy(inventory, head, key_file, relaunched, drop_vars=("meshctl_vault_id",)):
+def head_copy(inventory, head, key_file, relaunched, leaving=(), drop_vars=("meshctl_vault_id",)):
     """The head's copy of the mesh's inventory (``mesh.yml``, as data), for its relaunch service:
     the head is reached locally, the nodes it may launch again with its own key (KEY_FILE), every
     other node as recorded but with no key file (the control machine's paths mean nothing on the
-    head, which never reaches those nodes); the secrets are plain files there (no vault)."""
+    head, which never reaches those nodes); the secrets are plain files there (no vault). The
+    nodes LEAVING (``meshctl remove-node``, whose run comes before mesh.yml is saved without them)
+    are left out."""
     if not isinstance(inventory, dict) or not isinstance((inventory.get("all") or {}).get("hosts"), dict):
         raise PowerSaveError("mesh.yml has no all.hosts")
     copy = {"all": dict(inventory["all"])}
@@ -113,6 +115,8 @@ def head_copy(inventory, head, key_file, relaunched, drop_vars=("meshctl_vault_i
     copy["all"]["vars"]["meshctl_head_copy"] = True  # meshctl there hands no copy on (meshctl/relaunch.py)
     hosts = {}
     for name, hv in inventory["all"]["hosts"].items():
+        if name in leaving:
+            continue
         hv = {k: v for k, v in (hv or {}).items() if k != "ansible_ssh_private_key_file"}
         if name == head:
             hv["ansible_connection"] = "local"
@@ -123,6 +127,22 @@ def head_copy(inventory, head, key_file, relaunched, drop_vars=("meshctl_vault_i
     return copy
 
 
+def head_copy_leftovers(found, control_dir, local_files, authorized, relaunched, leaving=()):
+    """The files FOUND in the head's copy (its host_vars/, facts/, authorized/, relaunched/) that the
+    mesh no longer has: a node's settings or facts the control machine does not hold (LOCAL_FILES,
+    its paths), or holds for a node LEAVING; the control machine's key of a node the head no longer
+    launches again (AUTHORIZED: the nodes it does); a relaunch record of such a node."""
+    kept = set()
+    for path in local_files:
+        folder, _, name = str(path).rstrip("/").rpartition("/")
+        if name.split(".", 1)[0] not in leaving:
+            kept.add(f"{control_dir}/{folder.rpartition('/')[2]}/{name}")
+    kept |= {f"{control_dir}/authorized/{node}.pub" for node in authorized if node not in leaving}
+    kept |= {f"{control_dir}/relaunched/{node}.json" for node in relaunched if node not in leaving}
+    return sorted(str(path) for path in found if str(path) not in kept)
+
+
 class FilterModule:
     def filters(self):
-        return {"duration_seconds": duration_seconds, "power_plan": power_plan, "head_copy": head_copy}
+        return {"duration_seconds": duration_seconds, "power_plan": power_plan, "head_copy": head_copy,
+                "head_copy_leftovers": head_copy_leftovers}  # fmt: skip

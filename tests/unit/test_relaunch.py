@@ -193,6 +193,29 @@ def test_the_heads_copy_of_mesh_yml(mesh, lam):
         resources.plugin("filter.power_save").head_copy({"all": {}}, "head", "k", [])
 
 
+def test_remove_node_leaves_no_trace_of_the_node_in_the_heads_copy(mesh, lam):
+    """Issue 36: remove-node's run comes before mesh.yml is saved without the node: the head's copy
+    leaves the leaving node out, and its settings, facts, key and relaunch record there go."""
+    power = resources.plugin("filter.power_save")
+    lambda_node(mesh, lam, "gpu2")
+    lambda_node(mesh, lam, "gpu3")
+    data = yaml.safe_load(mesh.inventory.read_text())
+    copy = power.head_copy(data, "head", "/k", ["gpu2", "gpu3"], leaving=["gpu3"])
+    assert "gpu3" not in copy["all"]["hosts"] and {"head", "gpu2"} <= set(copy["all"]["hosts"])
+    control = "/var/lib/meshctl/control"
+    found = [f"{control}/{part}" for part in (
+        "host_vars/gpu2.yml", "host_vars/gpu3.yml", "host_vars/old.yml", "facts/gpu2.json", "facts/gpu3.json",
+        "authorized/gpu2.pub", "authorized/gpu3.pub", "relaunched/gpu2.json", "relaunched/gpu3.json")]  # fmt: skip
+    local = [f"{mesh.path}/host_vars/gpu2.yml", f"{mesh.path}/host_vars/gpu3.yml", f"{mesh.path}/facts/gpu2.json",
+             f"{mesh.path}/facts/gpu3.json"]  # fmt: skip
+    gone = power.head_copy_leftovers(found, control, local, ["gpu2", "gpu3"], ["gpu2", "gpu3"], leaving=["gpu3"])
+    assert gone == sorted(f"{control}/{part}" for part in (
+        "host_vars/gpu3.yml", "host_vars/old.yml", "facts/gpu3.json", "authorized/gpu3.pub",
+        "relaunched/gpu3.json"))  # fmt: skip
+    # An apply with nothing leaving removes nothing the mesh still has.
+    assert power.head_copy_leftovers(found[:2] + found[3:], control, local, ["gpu2", "gpu3"], ["gpu2", "gpu3"]) == []
+
+
 def test_the_heads_key_is_registered_once_by_its_own_name(lam):
     api = cloud.client("lambda", KEY)
     public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadKey meshctl head"
