@@ -28,6 +28,9 @@ def common():
 
 PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)
 RELAUNCHED = common().with_capability("relaunch")  # no stop: terminated when idle, launched again by the head
+# What meshctl says of a machine on a host run by a third party (Runpod's Community Cloud), wherever it shows one.
+THIRD_PARTY_HOST = ("Community Cloud: the host is run by a third party, whose root can read and change the node "
+                    "and, through it, act in the cluster as any job user (docs/trust.md)")  # fmt: skip
 CLOUDS = tuple(sorted({c for p in PROVIDERS for c in getattr(common().client_module(p), "CLOUDS", ())}))
 KEY_FOLDER = "providers"  # under the mesh's secrets/
 MAX_KEY_BYTES = 4096
@@ -283,15 +286,16 @@ def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> di
     return inst
 
 
-def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, bool] | None:
-    """For ``PROVIDER:NAME``: (USER@HOST:PORT, provider, instance ref, pod); None for an SSH target."""
+def target_of(mesh: Mesh, mesh_vars: dict, target: str) -> tuple[str, str, str, bool, str] | None:
+    """For ``PROVIDER:NAME``: (USER@HOST:PORT, provider, instance ref, pod, cloud type: Runpod's SECURE
+    or COMMUNITY, else ""); None for an SSH target."""
     match = TARGET_RE.match(target)
     if not match:
         return None
     provider, wanted = match.groups()
     inst = find_instance(mesh, mesh_vars, provider, wanted)
     ssh = f"{inst['ssh_user']}@{inst['ssh_host']}:{inst['ssh_port']}"
-    return ssh, provider, instance_ref(inst), capabilities(provider).pod
+    return ssh, provider, instance_ref(inst), capabilities(provider).pod, str(inst.get("cloud") or "")
 
 
 def node_prices(

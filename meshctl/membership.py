@@ -329,6 +329,7 @@ class AddPlan:
     node: Node
     report: PreflightReport
     resumed: bool = False
+    cloud: str = ""  # a Runpod pod's cloud type (SECURE, COMMUNITY), when added as PROVIDER:NAME
 
 
 def plan_add(
@@ -346,10 +347,10 @@ def plan_add(
     TARGET_TEXT is USER@HOST:PORT, or PROVIDER:NAME (an instance of a configured provider: its
     SSH address, user and provider come from the provider's API, and the node records it).
     """
-    instance = None
+    instance, cloud_type = None, ""
     rented = cloud.target_of(mesh, mesh_vars or {}, target_text)
     if rented is not None:
-        target_text, api_provider, instance, _pod = rented
+        target_text, api_provider, instance, _pod, cloud_type = rented
         if provider not in (None, api_provider):
             raise UsageError(f"--provider {provider} contradicts the instance's provider {api_provider}",
                              hint="leave --provider out: the provider's API says where it runs")  # fmt: skip
@@ -395,7 +396,7 @@ def plan_add(
         instance=instance,
     )
     node.validate()
-    return AddPlan(node, report, resumed)
+    return AddPlan(node, report, resumed, cloud_type)
 
 
 def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, progress, dry_run=False, verbosity=0):

@@ -46,6 +46,11 @@ if ! grep -q '^job_env_' "$MESH/group_vars/all.yml"; then
     fi
   } >> "$MESH/group_vars/all.yml"
 fi
+# The people who run jobs: one job user, alice (root runs no job: DisableRootJobs).
+if ! grep -q '^job_users_list' "$MESH/group_vars/all.yml"; then
+  printf 'job_users_list:\n  - {name: alice, uid: 2001}\n' >> "$MESH/group_vars/all.yml"
+fi
+AS_ALICE="cd /tmp && runuser -u alice --"
 export MESHCTL_MESH=$MESH
 for node in gpu1:$GPU1 cpu1:$CPU1; do
   name=${node%%:*} addr=${node#*:}
@@ -63,10 +68,10 @@ if [ "$again" = 1 ]; then
 fi
 echo "==> meshctl status"
 meshctl status
-echo "==> A Slurm job across all nodes: srun -N3 hostname"
-"${SSH[@]}" "root@$HEAD" srun -N3 --label hostname | sort
+echo "==> A Slurm job across all nodes, as the job user alice: srun -N3 hostname"
+"${SSH[@]}" "root@$HEAD" "$AS_ALICE srun -N3 --label hostname" | sort
 echo "==> Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES"
-visible=$("${SSH[@]}" "root@$HEAD" srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES)
+visible=$("${SSH[@]}" "root@$HEAD" "$AS_ALICE srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES")
 echo "CUDA_VISIBLE_DEVICES=$visible"
 if [ "$visible" != "0,1" ]; then
   echo "demo: FAILED: a job asking for both GPUs of gpu1 saw CUDA_VISIBLE_DEVICES='$visible', not 0,1" >&2
@@ -101,7 +106,7 @@ echo "==> A 3-node PyTorch DDP job (examples/ddp), tracked in MLflow"
 for node in head:$HEAD gpu1:$GPU1 cpu1:$CPU1; do
   tar -C examples -c ddp | "${SSH[@]}" "root@${node#*:}" "mkdir -p /mnt/shared-slurm/examples && tar -C /mnt/shared-slurm/examples -x"
 done
-job=$("${SSH[@]}" "root@$HEAD" "cd /mnt/shared-slurm/examples/ddp && sbatch --parsable --wait --nodes=3 --output=/var/tmp/ddp-%j.out ddp.sbatch --steps 60")
+job=$("${SSH[@]}" "root@$HEAD" "cd /mnt/shared-slurm/examples/ddp && runuser -u alice -- sbatch --parsable --wait --nodes=3 --output=/var/tmp/ddp-%j.out ddp.sbatch --steps 60")
 batch=$("${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -o 'BatchHost=[^ ]*' | cut -d= -f2)
 batch_addr=$(case $batch in head) echo $HEAD ;; gpu1) echo $GPU1 ;; *) echo $CPU1 ;; esac)
 "${SSH[@]}" "root@$batch_addr" "cat /var/tmp/ddp-$job.out" | tee "$DEMO/ddp.out"
@@ -112,8 +117,10 @@ echo "==> The run in MLflow (asked on the head)"
 "${SSH[@]}" "root@$HEAD" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<PY
 import base64, json, os, urllib.request
 api = os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow"
-# The tracking server asks for an account: root's own, which root's login shell has from the profile snippet.
-account = "%s:%s" % (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"])
+# The tracking server asks for an account: the run is alice's, read with hers (her jobs get it from
+# the profile snippet; root reads her account file here).
+mine = dict(line.split("=", 1) for line in open("/etc/meshctl/task-env.d/users/alice/mlflow.env").read().split())
+account = "%s:%s" % (mine["MLFLOW_TRACKING_USERNAME"], mine["MLFLOW_TRACKING_PASSWORD"])
 auth = {"Authorization": "Basic " + base64.b64encode(account.encode()).decode()}
 get = lambda path: json.load(urllib.request.urlopen(urllib.request.Request(api + path, headers=auth)))
 run = get("/runs/get?run_id=$run_id")["run"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl import display, membership, runner
+from meshctl import cloud, display, membership, runner
 from meshctl.mesh import Mesh
 from meshctl.options import (
     mesh_address_option,
@@ -38,7 +38,10 @@ def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, v
         plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
         display.preflight_table(plan.report)
         what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
-        display.echo(f"{what} {plan.node.name} ({plan.node.host}) ...")
+        kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""
+        display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
+        if plan.cloud == "COMMUNITY":
+            display.echo(cloud.THIRD_PARTY_HOST)
         result = membership.add_node(
             mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity
         )

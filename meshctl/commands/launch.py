@@ -84,8 +84,7 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         flags = ", ".join(FLAGS.get(need, need) for need in missing)
         raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
     if options.get("cloud") == "COMMUNITY":
-        display.echo("Community Cloud: the host is run by a third party, whose root can read and change the node "
-                     "(docs/trust.md)")  # fmt: skip
+        display.echo(cloud.THIRD_PARTY_HOST)
     cost = f" at ${price:.2f}/h" if price is not None else ""
     confirm(f"rent a {kind} at {can.title}{cost} as {name}? It bills until it is stopped or deleted", yes)
     display.echo(f"launching {kind} at {provider} as {name} ...")

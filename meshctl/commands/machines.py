@@ -51,10 +51,7 @@ def command(provider, as_json, mesh_dir) -> None:
         display.echo(f"running: ${total:.2f}/h{unknown}" + (f"; {len(forgotten)} cost money outside the mesh "
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
-            display.echo(
-                "COMMUNITY: Runpod's Community Cloud runs the pod on a host of a third party, whose root "
-                "can read and change the node and, through it, act in the cluster (docs/trust.md)"
-            )
+            display.echo(cloud.THIRD_PARTY_HOST)
         if not cloud.configured(mesh):
             display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
     if problems:

@@ -10,11 +10,11 @@ module: mesh_netprobe
 short_description: Measure throughput and round-trip time to other mesh nodes with iperf3
 version_added: "0.10.0"
 description:
-  - C(action=serve) starts an iperf3 server on this node for the measurements of C(meshctl doctor):
+  - C(action=serve) starts an iperf3 server on this node for the measurements of C(meshctl doctor),
     bound to O(bind) (the node's mesh address; every address only when that one is no address of
     this node, as a NATed public address without a tailnet), run as an unprivileged user (never
     root), and ended by itself after O(lifetime) seconds should nothing stop it (the run
-    interrupted); C(action=stop) stops it again (its process group, after checking the PID file
+    interrupted). C(action=stop) stops it again (its process group, after checking the PID file
     names an iperf3 of ours).
   - C(action=measure) runs one iperf3 client per target, one after the other, over the target's
     mesh address, and reports each link's throughput (bits per second received) and the mean

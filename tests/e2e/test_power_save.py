@@ -54,6 +54,7 @@ pytestmark = pytest.mark.e2e
 
 SPEC = nodes.LocalMesh("meshctl-power", "100.100.70.0/24", ("power-head", "power-n1"))
 HEAD, N1 = "100.100.70.10", "100.100.70.11"
+JOB_USER = "alice"  # the bed's job user (job_users_list): she submits the jobs, root runs none
 GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-ins listen
 IDLE = 60  # seconds: each rented node's idle_stop
 CA = "PIP_CERT: /etc/ssl/certs/ca-certificates.crt"
@@ -128,6 +129,11 @@ def on_head(command: str) -> str:
     return on_container("power-head", command)
 
 
+def as_user(command: str) -> str:
+    """COMMAND (sbatch) on the head as the bed's job user: root runs no job (DisableRootJobs)."""
+    return on_head(f"cd /tmp && runuser -u {JOB_USER} -- {command}")
+
+
 def node_state(name: str) -> str:
     return on_head(f"sinfo --noheader --Node --nodes={name} --format=%T")
 
@@ -149,8 +155,8 @@ def on_node(command: str) -> str:
 
 
 def held_on(nodes: dict) -> list[tuple[str, int, int]]:
-    """(node, seconds, CPUs) of each of root's jobs today on one of NODES, from Slurm's accounting."""
-    lines = on_head("sacct -X -n -P -u root -S today -o NodeList,ElapsedRaw,AllocTRES").split()
+    """(node, seconds, CPUs) of each of the job user's jobs today on one of NODES, from Slurm's accounting."""
+    lines = on_head(f"sacct -X -n -P -u {JOB_USER} -S today -o NodeList,ElapsedRaw,AllocTRES").split()
     rows = [r.split("|") for r in lines]
     return [(r[0], int(r[1]), int(r[2].split("cpu=")[1].split(",")[0])) for r in rows if r[0] in nodes]
 
@@ -241,6 +247,7 @@ def bed(tmp_path_factory):
                 # time (its partition's SuspendTime) can stop it within the minutes of a test.
                 handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
                 handle.write("slurm_accounting: true\n")  # `meshctl usage`: cost per user on real accounting
+                handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")
             added = meshctl(root, "add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(key), "--provider",
                             "paperspace", env=env)  # fmt: skip
             assert added.returncode == 0, added.stdout[-3000:] + added.stderr
@@ -332,8 +339,8 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     # head's relaunch service for gpu2, which launches a new instance and sets it up from nothing.
     on_head("scontrol setdebug debug")  # "Still waiting for boot of node" and its like, for a diagnosis
     submitted = time.monotonic()
-    jobs = {"n1": on_head("sbatch --parsable -w n1 --wrap 'hostname'"),
-            "gpu2": on_head("sbatch --parsable -w gpu2 --wrap 'hostname; sleep 10'")}  # fmt: skip
+    jobs = {"n1": as_user("sbatch --parsable -w n1 --wrap 'hostname'"),
+            "gpu2": as_user("sbatch --parsable -w gpu2 --wrap 'hostname; sleep 10'")}  # fmt: skip
     assert all(job.isdigit() for job in jobs.values()), jobs
     # Each, once its job is done, gets a job that holds it while the other comes back and the
     # control machine's apply runs: idle for idle_stop, it would be stopped again under them.
@@ -346,7 +353,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
             on_head(f"scancel {' '.join([*jobs.values(), *holds.values()])}")
             pytest.fail(f"the job never started on {name}, brought back:\n{why}")
         assert wait_for(lambda j=jobs[name]: job_state(j) == "COMPLETED", 120, 1), diagnosis(name, jobs[name])
-        holds[name] = on_head(f"sbatch --parsable -w {name} --wrap 'sleep 900'")
+        holds[name] = as_user(f"sbatch --parsable -w {name} --wrap 'sleep 900'")
         assert wait_for(lambda h=holds[name]: job_state(h) == "RUNNING", 60, 1), diagnosis(name, holds[name])
     on_head("scontrol setdebug info")
     assert ("PATCH", f"/v1/machines/{machine.id}/start") in paperspace.requests and running("power-n1")
@@ -356,7 +363,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     assert ("POST", "/api/v1/ssh-keys") in lambda_.requests  # the head's own key, registered by the head
     assert new[0].public_keys == [head_key] and new[0].region == "us-east-1" and new[0].kind == "gpu_1x_a10"
     container = instances.containers[new[0].id]
-    read = f"cat /root/slurm-{jobs['gpu2']}.out || cat /slurm-{jobs['gpu2']}.out"
+    read = f"cat /tmp/slurm-{jobs['gpu2']}.out"  # submitted from /tmp
     out = subprocess.run(["docker", "exec", container, "bash", "-c", read], capture_output=True, text=True,
                          check=False).stdout  # fmt: skip
     assert out.strip() == container, out
@@ -395,7 +402,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     after = held_on(prices)
     assert used.returncode == 0, used.stdout[-3000:] + used.stderr
     report = json.loads(used.stdout)
-    mine = next(u for u in report["users"] if u["user"] == "root")
+    mine = next(u for u in report["users"] if u["user"] == JOB_USER)
     cost = lambda rows: sum(prices[n] * min(1.0, c / cpus[n]) * s / 3600 for n, s, c in rows)  # noqa: E731
     # n1's share is a few hundredths at most: whether Paperspace's listing gave its price or not
     low, high = cost([r for r in before if r[0] == "gpu2"]), cost(after)
@@ -417,7 +424,7 @@ def test_idle_again_both_rest_again_and_a_launch_lambda_refuses_leaves_gpu2_down
                     IDLE + 180), (node_state("n1"), node_state("gpu2"), diagnosis("n1"), diagnosis("gpu2"))  # fmt: skip
     print(f"\nidle again: both resting {time.monotonic() - done:.0f} s after their jobs ended (idle_stop {IDLE} s)")
     instances.capacity = 0
-    job = on_head("sbatch --parsable -w gpu2 --wrap 'hostname'")
+    job = as_user("sbatch --parsable -w gpu2 --wrap 'hostname'")
     reason = lambda: on_head("scontrol show node gpu2 | grep -o 'Reason=.*'")  # noqa: E731
     assert wait_for(lambda: "capacity" in reason(), 300, 3), reason() + diagnosis("gpu2", job)
     assert "meshctl: the head could not launch it again" in reason()

@@ -17,6 +17,7 @@ from meshctl.mesh import Node
 from tests import api_schemas
 from tests.cloud_standin import KEY, Standin
 from tests.conftest import FIXTURES
+from tests.unit.test_cli import fake_preflight, fake_runner  # noqa: F401 (fixtures)
 
 
 def mod(name):
@@ -415,10 +416,28 @@ def test_one_provider_failing_does_not_hide_the_others(mesh, runpod, monkeypatch
 def test_add_node_of_an_instance_takes_its_address_user_and_provider(mesh, runpod):
     cloud.add_account(mesh, {}, "runpod", KEY)
     pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
-    ssh, provider, ref, is_pod = cloud.target_of(mesh, {}, "runpod:trainer")
+    ssh, provider, ref, is_pod, _cloud = cloud.target_of(mesh, {}, "runpod:trainer")
     assert (ssh, provider, ref, is_pod) == (f"root@{pod.ip}:{pod.port}", "runpod", f"runpod:{pod.id}", True)
     assert cloud.target_of(mesh, {}, f"runpod:{pod.id}")[2] == ref  # by id too
     assert cloud.target_of(mesh, {}, "root@10.0.0.5:22") is None
+
+
+@pytest.mark.usefixtures("fake_preflight", "fake_runner")
+def test_add_node_of_a_community_cloud_pod_says_a_third_party_runs_its_host(mesh, runpod):
+    """Issue 36: a pod on Runpod's Community Cloud runs on someone else's host; add-node says so."""
+    cloud.add_account(mesh, {}, "runpod", KEY)
+    pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.16)
+    pod.cloud = "COMMUNITY"
+    assert cloud.target_of(mesh, {}, "runpod:trainer")[4] == "COMMUNITY"
+    out = CliRunner().invoke(cli, ["add-node", "runpod:trainer", "--mesh", str(mesh.path)], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert ", Community Cloud) ..." in out.output and cloud.THIRD_PARTY_HOST in out.output
+    secure = runpod.add("other", "NVIDIA RTX A5000", 1, 0.27)  # Secure Cloud: Runpod's own data centres
+    assert secure.cloud == "SECURE"
+    again = CliRunner().invoke(cli, ["add-node", "runpod:other", "--name", "t2", "--mesh", str(mesh.path)],
+                               terminal_width=200)  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert ", Secure Cloud) ..." in again.output and cloud.THIRD_PARTY_HOST not in again.output
 
 
 @pytest.mark.parametrize(

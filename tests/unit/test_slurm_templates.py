@@ -125,6 +125,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_config_extra": {},
         "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
         "slurm_accounting": DEFAULTS["slurm_accounting"],
+        "slurm_disable_root_jobs": DEFAULTS["slurm_disable_root_jobs"],
         "slurm_dbd_port": DEFAULTS["slurm_dbd_port"],
         "slurm_power_save": False,
         **extra,
@@ -414,6 +415,13 @@ def test_slurmctld_host_is_the_machines_hostname_reached_by_the_mesh_address(ren
     # A desktop whose hostname is DESKTOP-7F3 is the node `desk`: slurmctld checks its hostname.
     lines = slurm_conf(render, mesh, [], slurm_controller_hostname="DESKTOP-7F3")
     assert "SlurmctldHost=DESKTOP-7F3(100.101.1.10)" in lines
+
+
+def test_root_runs_no_job_unless_told(render, mesh):
+    """Issue 36: DisableRootJobs=YES by default (job users submit jobs); one variable turns it off."""
+    assert DEFAULTS["slurm_disable_root_jobs"] is True
+    assert "DisableRootJobs=YES" in slurm_conf(render, mesh, [])
+    assert "DisableRootJobs=NO" in slurm_conf(render, mesh, [], slurm_disable_root_jobs=False)
 
 
 def test_accounting_is_off_by_default(render, mesh):
