@@ -14,6 +14,9 @@ from meshctl.errors import InventoryError, PartialError
 from meshctl.mesh import Mesh, Node
 
 MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
+# The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a
+# node that left keeps no working account either.
+ACCOUNTS_KEY = ("mlflow", "mlflow_accounts_key_file")
 
 
 def key_path(mesh: Mesh) -> Path:
@@ -23,7 +26,9 @@ def key_path(mesh: Mesh) -> Path:
 
 def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0) -> runner.RunResult:
     """Store a new key (0600, vault-encrypted when the mesh has a vault) and install it on every
-    active node (playbooks/rotate_munge_key.yml: one munged restart per node, in one round).
+    active node (playbooks/rotate_munge_key.yml: one munged restart per node, in one round); renew
+    the MLflow accounts' key too, so every account holder gets a new password on the server and in
+    their account file on each node reached (the old passwords stop working).
 
     Unreachable nodes keep the old key, so they cannot talk to Slurm until `meshctl apply --limit
     NODE` gives them the new one: they are listed (exit 7, partial); the head unreachable is an error.
@@ -33,6 +38,8 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     if head not in members:
         raise InventoryError("the head is not active yet", hint="run `meshctl apply` first; it makes the first key")
     vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
+    accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
+    vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
     result = membership.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "

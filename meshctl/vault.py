@@ -127,6 +127,7 @@ def read_secret(path: Path, vault: Vault | None) -> bytes:
 GENERATED = {
     ("munge", "munge_key_file"): lambda: os.urandom(1024),
     ("mlflow", "mlflow_auth_password_file"): lambda: secrets.token_hex(24).encode(),
+    ("mlflow", "mlflow_accounts_key_file"): lambda: secrets.token_hex(32).encode(),
 }
 
 

@@ -14,6 +14,8 @@ import re
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 # Ordinary accounts: above the system range, below nobody (65534) and the subordinate-ID ranges.
 ID_LOW, ID_HIGH = 1000, 59999
+# Accounts that are the system's or its daemons': never a job user (the role would change them).
+RESERVED = ("root", "nobody", "daemon", "bin", "sys", "slurm", "munge", "mlflow")
 
 
 def _id(value, low=ID_LOW, high=ID_HIGH):
@@ -40,6 +42,8 @@ def job_users_problems(users, group_name, gid):
         name, uid = user.get("name"), user.get("uid")
         if not isinstance(name, str) or not NAME_RE.match(name):
             problems.append(f"{where}: name {name!r} is not a valid user name (lower case, digits, _ and -)")
+        elif name in RESERVED:
+            problems.append(f"{where}: {name} is an account of the system or its daemons: give the person another name")
         elif name in seen_names:
             problems.append(f"{where}: user {name} is listed twice (entries {seen_names[name]} and {number})")
         else:

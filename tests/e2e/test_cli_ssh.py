@@ -307,10 +307,12 @@ def test_no_secret_leaks_to_files_logs_or_command_lines(bed):
     on_node = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/munge/munge.key"], capture_output=True,
                              check=True).stdout  # fmt: skip
     assert on_node == munge
-    # Root's own MLflow account (derived from the admin password and its name), never the admin's.
+    # Root's own MLflow account (derived from the accounts' key and its name), never the admin's.
+    accounts_key = bed.clear_secret("mlflow_accounts.key").strip()
+    assert re.fullmatch(rb"[0-9a-f]{64}", accounts_key)
     account = subprocess.run(["docker", "exec", "e2e-n1", "cat", "/etc/meshctl/task-env.d/users/root/mlflow.env"],
                              capture_output=True, check=True).stdout  # fmt: skip
-    root_password = hashlib.sha256(mlflow_password + b":mlflow-account:root").hexdigest().encode()
+    root_password = hashlib.sha256(accounts_key + b":mlflow-account:root").hexdigest().encode()
     assert account == b"MLFLOW_TRACKING_USERNAME=root\nMLFLOW_TRACKING_PASSWORD=" + root_password + b"\n"
     grep = ["grep", "-rqsF", "-f", "/dev/stdin", "/etc", "/root", "/opt/meshctl", "/var/tmp"]
     admin_on_n1 = subprocess.run(["docker", "exec", "-i", "e2e-n1", *grep], input=mlflow_password, capture_output=True)
@@ -321,6 +323,7 @@ def test_no_secret_leaks_to_files_logs_or_command_lines(bed):
         "munge key": munge[:48],
         "munge key (base64)": base64.b64encode(munge)[:64],
         "mlflow password": mlflow_password,
+        "mlflow accounts key": accounts_key,
     }
     hits = []
     for place in (bed.mesh, bed.tmp, Path.home() / ".ansible" / "tmp"):
@@ -580,10 +583,34 @@ def munge_starts(container: str) -> int:
     return int(out.strip() or 0)
 
 
+def mlflow_account(container: str, user: str) -> str:
+    """USER's MLflow password as their account file on CONTAINER holds it."""
+    text = subprocess.run(["docker", "exec", container, "cat", f"/etc/meshctl/task-env.d/users/{user}/mlflow.env"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return dict(line.split("=", 1) for line in text.split())["MLFLOW_TRACKING_PASSWORD"]
+
+
+def mlflow_answer(user: str, password: str) -> int:
+    """The HTTP status MLflow on the head gives USER with PASSWORD (given on stdin: no command line holds it)."""
+    probe = ("import base64, os, sys, urllib.error, urllib.request\n"
+             "uri = os.environ['MLFLOW_TRACKING_URI'] + '/api/2.0/mlflow/experiments/search?max_results=1'\n"
+             "req = urllib.request.Request(uri)\n"
+             f"token = base64.b64encode(b'{user}:' + sys.stdin.read().strip().encode()).decode()\n"
+             "req.add_header('Authorization', 'Basic ' + token)\n"
+             "try:\n    print(urllib.request.urlopen(req, timeout=20).status)\n"
+             "except urllib.error.HTTPError as e:\n    print(e.code)\n")  # fmt: skip
+    script = '. /etc/profile.d/meshctl-mlflow.sh; exec python3 -c "$1"'  # the tracking URI every node has
+    done = subprocess.run(["docker", "exec", "-i", "e2e-head", "sh", "-c", script, "sh", probe], input=password,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout.strip())
+
+
 def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
     job = bed.as_user("sbatch --parsable -w n1 --wrap 'sleep 40'").strip()
     assert wait_job(bed, job) == "RUNNING"
     old = bed.clear_secret("munge.key")
+    accounts_before = mlflow_account("e2e-n1", JOB_USER)
+    assert mlflow_answer(JOB_USER, accounts_before) == 200
     containers = {"ctl": "e2e-head", "n1": "e2e-n1", "n2": "e2e-n2"}
     starts = {name: munge_starts(c) for name, c in containers.items()}
     result = bed.meshctl("rotate-munge-key")
@@ -603,6 +630,11 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
     again = bed.meshctl("rotate-munge-key")  # a second rotation: another key, again one restart each
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert bed.clear_secret("munge.key") != new
+    # The MLflow accounts were renewed with it (issue 36): every holder's file has a new password,
+    # which the server takes, and the old one (what a node that left would still hold) it refuses.
+    assert accounts_before != mlflow_account("e2e-n1", JOB_USER) == mlflow_account("e2e-head", JOB_USER)
+    assert mlflow_answer(JOB_USER, mlflow_account("e2e-n1", JOB_USER)) == 200
+    assert mlflow_answer(JOB_USER, accounts_before) == 401
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):

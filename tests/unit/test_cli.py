@@ -239,10 +239,14 @@ def test_rotate_munge_key_stores_a_new_key_and_runs_on_every_active_node(mesh, f
     key = mesh.secrets / "munge.key"
     mesh.secrets.mkdir(mode=0o700, exist_ok=True)
     key.write_bytes(b"old" * 100)
+    accounts = mesh.secrets / "mlflow_accounts.key"  # the MLflow account holders' passwords come from it
+    accounts.write_bytes(b"a" * 64)
     result = invoke(mesh, "rotate-munge-key")
     assert result.exit_code == 0, result.output
     new = key.read_bytes()
     assert len(new) == 1024 and new != b"old" * 100 and key.stat().st_mode & 0o777 == 0o600
+    renewed = accounts.read_bytes()  # renewed with it: a node that left keeps no working MLflow account
+    assert len(renewed) == 64 and renewed != b"a" * 64 and accounts.stat().st_mode & 0o777 == 0o600
     (call,) = fake_runner
     assert call["playbook"] == "rotate_munge_key.yml" and call["limit"] == "localhost,head,gpu1,cpu1"
     assert new.hex()[:32] not in result.output and "installed on cpu1, gpu1, head" in result.output

@@ -1,6 +1,9 @@
 """The job_users role's checks (plugins/filter/job_users.py): the mesh's list, and a node's accounts."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from tests.conftest import load_file
 
@@ -37,6 +40,10 @@ def test_a_sound_list_has_no_problems(ju):
         ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "uid 2001 is also the uid of entry 1"),
         ([{"name": "alice", "uid": 2001, "comment": "A:B"}], "comment must be text without ':'"),
         ([{"name": "alice", "uid": 2001, "comment": "A\nB"}], "comment must be text"),
+        # Issue 36: the system's and its daemons' accounts are never a job user.
+        ([{"name": "root", "uid": 2001}], "root is an account of the system or its daemons"),
+        ([{"name": "slurm", "uid": 2001}], "slurm is an account of the system or its daemons"),
+        ([{"name": "mlflow", "uid": 2001}], "mlflow is an account of the system or its daemons"),
     ],
 )
 def test_bad_lists_are_named(ju, users, expected):
@@ -128,3 +135,23 @@ def test_only_missing_or_different_accounts_need_the_user_module(ju):
     # Another primary group or home: the module must fix it.
     assert ju.job_users_pending(GOOD[:1], 2100, "/bin/bash", "/home", passwd) == GOOD[:1]
     assert ju.job_users_pending(GOOD[:1], 2000, "/bin/bash", "/srv/home", passwd) == GOOD[:1]
+
+
+def test_no_job_user_takes_the_mlflow_admins_name():
+    """Issue 36: a job user named as MLflow's admin account (mlflow_auth_username) would have the
+    accounts task set the admin's password to theirs; role mlflow refuses it before anything runs."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    from tests.unit.test_job_env import trusted
+
+    role = Path(__file__).resolve().parents[2] / "roles" / "mlflow"
+    loader = DataLoader()
+    variables = {}
+    for part in ("defaults", "vars"):
+        variables.update(trusted(loader.load_from_file(str(role / part / "main.yml"))))
+    check = next(t for t in yaml.safe_load((role / "tasks" / "main.yml").read_text())
+                 if t.get("name") == "Check no account holder takes the admin's name")  # fmt: skip
+    for users, allowed in (([{"name": "alice", "uid": 2001}], True), ([{"name": "mesh", "uid": 2001}], False)):
+        t = Templar(loader=loader, variables={**variables, "job_users_list": users})
+        assert t.evaluate_conditional(trust_as_template(check["ansible.builtin.assert"]["that"])) is allowed
