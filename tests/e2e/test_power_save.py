@@ -473,3 +473,29 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
     again = meshctl(root, "apply", "--limit", "head", env=env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert on_head("stat -c '%U %a' /var/lib/meshctl/power/relaunch") == "slurm 750"
+
+
+def test_the_relaunch_service_reads_no_fifo_or_link_the_slurm_user_lays_as_a_launch_spec(bed):
+    """Issue 36: the head's relaunch service (root) reads a node's launch spec from the slurm user's
+    folder only as a plain file: a FIFO there (which would hang root's read for up to an hour) and a
+    link to a root-only file are refused at once; the node is marked down with why; root's file is
+    neither read nor changed, and the service is not left running."""
+    on_head("install -m 600 /dev/null /root/witness")
+    spec = "/var/lib/meshctl/power/gpu2.json"
+    try:
+        for plant, said in ((f"mkfifo {spec}", "is not a regular file"),
+                            (f"ln -s /root/witness {spec}", "Too many levels of symbolic links")):  # fmt: skip
+            seen = int(on_head("journalctl -u meshctl-relaunch --no-pager -o cat | wc -l"))
+            planted = as_slurm(f"rm -f {spec} && {plant} && touch /var/lib/meshctl/power/relaunch/gpu2")
+            assert planted.endswith("rc=0"), planted
+            journal = lambda s=seen: on_head(f"journalctl -u meshctl-relaunch --no-pager -o cat | tail -n +{s + 1}")  # noqa: E731
+            assert wait_for(lambda j=journal, w=said: w in j(), 90, 1), journal()
+            state = lambda: on_head("systemctl is-active meshctl-relaunch.service || true")  # noqa: E731
+            assert wait_for(lambda: state() not in ("active", "activating"), 60, 1), state()  # not hanging
+            reason = on_head("scontrol show node gpu2 | grep -o 'Reason=.*'")
+            assert "the head could not launch it again: cannot read the launch spec" in reason, reason
+            assert on_head("ls /var/lib/meshctl/power/relaunch") == ""  # the request is done with
+        assert on_head("stat -c '%U %G %a %s' /root/witness") == "root root 600 0"
+    finally:
+        as_slurm(f"rm -f {spec}")
+        on_head("rm -f /root/witness")
