@@ -475,6 +475,11 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
     assert on_head("stat -c '%U %a' /var/lib/meshctl/power/relaunch") == "slurm 750"
 
 
+def relaunch_state() -> str:
+    """The head's relaunch service as systemd says it: activating while it runs (a oneshot)."""
+    return on_head("systemctl is-active meshctl-relaunch.service || true")
+
+
 def test_the_relaunch_service_reads_no_fifo_or_link_the_slurm_user_lays_as_a_launch_spec(bed):
     """Issue 36: the head's relaunch service (root) reads a node's launch spec from the slurm user's
     folder only as a plain file: a FIFO there (which would hang root's read for up to an hour) and a
@@ -490,8 +495,7 @@ def test_the_relaunch_service_reads_no_fifo_or_link_the_slurm_user_lays_as_a_lau
             assert planted.endswith("rc=0"), planted
             journal = lambda s=seen: on_head(f"journalctl -u meshctl-relaunch --no-pager -o cat | tail -n +{s + 1}")  # noqa: E731
             assert wait_for(lambda j=journal, w=said: w in j(), 90, 1), journal()
-            state = lambda: on_head("systemctl is-active meshctl-relaunch.service || true")  # noqa: E731
-            assert wait_for(lambda: state() not in ("active", "activating"), 60, 1), state()  # not hanging
+            assert wait_for(lambda: relaunch_state() not in ("active", "activating"), 60, 1), relaunch_state()
             reason = on_head("scontrol show node gpu2 | grep -o 'Reason=.*'")
             assert "the head could not launch it again: cannot read the launch spec" in reason, reason
             assert on_head("ls /var/lib/meshctl/power/relaunch") == ""  # the request is done with
