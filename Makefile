@@ -8,7 +8,7 @@ export PY_COLORS ?= 0
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine cache images lint unit suites e2e molecule collection collection-link demo-down clean
+.PHONY: demo test venv engine cache images wheels lint unit suites e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
 demo: venv engine cache
@@ -17,7 +17,7 @@ demo: venv engine cache
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine cache images lint unit collection suites
+test: venv engine cache images wheels lint unit collection suites
 
 # The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
 # (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
@@ -40,7 +40,7 @@ suites: images collection-link
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \
-	  python -m meshctl.localmesh cache; exit $$rc
+	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; exit $$rc
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -56,6 +56,12 @@ cache: venv
 
 images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
+
+# The Python packages the roles install (MLflow, the job environment, meshctl on a head), downloaded
+# once per machine and served to the nodes on port 3144 (meshctl/localmesh/wheels.py). Filled in the
+# background while lint and the unit tests run; a bed made before it is ready goes to PyPI.
+wheels: images
+	@$(T) wheels python -m meshctl.localmesh wheels --background build/wheels.log
 
 # The roles, module and filters are the collection meshctl.mesh (galaxy.yml); a checkout finds it
 # through .collections/ (ansible.cfg's collections_path), a link to this folder.

@@ -26,8 +26,10 @@ if [ "$again" = 0 ]; then
   echo "==> meshctl init $MESH --head root@$HEAD"
   meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
   # The demo nodes are containers behind this machine's TLS-intercepting proxy (if any): pip
-  # inside them (MLflow, the job environment) needs this machine's CA bundle, which the node image trusts.
-  printf 'mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n' \
+  # inside them (MLflow, the job environment) needs this machine's CA bundle, which the node image
+  # trusts. MLflow comes from the test bed's wheel cache when `make test` has filled it
+  # (meshctl/localmesh/wheels.py), else from PyPI.
+  printf 'mlflow_pip_environment: %s\nmlflow_workers: 1\n' "$(python -m meshctl.localmesh wheels --env)" \
     >> "$MESH/group_vars/all.yml"
 fi
 # The job environment gets a CPU build of PyTorch: a wheel kept on this machine when there is one

@@ -8,12 +8,15 @@ strategy, as meshctl's own runs do (meshctl/runner.py): one Python per node for 
 instead of a `docker exec` and a fresh interpreter per task (measured on the default scenario:
 converge 231 -> 186 s, idempotence 94 -> 57 s; docs/testing.md). Molecule's own steps (create,
 destroy, ...) keep Ansible's strategy: its docker driver waits on async jobs in a folder Mitogen
-does not use. Each step prints `==> [molecule SCENARIO STEP] Ns`; a failed step stops the run
-(after `destroy`, as `molecule test` does), exit 1.
+does not use. Before each scenario, MESHCTL_TESTBED_PIP says the pip environment its
+group_vars give the roles: the test images' CA bundle and, once `make wheels` has filled it, the
+test bed's wheel cache (meshctl/localmesh/wheels.py). Each step prints
+`==> [molecule SCENARIO STEP] Ns`; a failed step stops the run (after `destroy`, as `molecule test` does), exit 1.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,11 +62,22 @@ def run(step: str, scenario: str, strategies: str | None) -> int:
     return done.returncode
 
 
+def testbed_pip() -> str:
+    """The pip environment of the scenarios' group_vars (JSON): see meshctl/localmesh/wheels.py."""
+    try:
+        from meshctl.localmesh import wheels
+    except ImportError:  # run without meshctl installed: the CA bundle alone
+        return json.dumps({"PIP_CERT": "/etc/ssl/certs/ca-certificates.crt"})
+    return json.dumps(wheels.bed_pip_environment())
+
+
 def main(argv: list[str]) -> int:
     chosen = argv or scenarios()
     strategies = mitogen_strategies()
     for scenario in chosen:
         started = time.monotonic()
+        os.environ["MESHCTL_TESTBED_PIP"] = testbed_pip()  # ready now or not: asked per scenario
+        print(f"==> [molecule {scenario}] pip: {os.environ['MESHCTL_TESTBED_PIP']}", flush=True)
         for step in sequence(scenario):
             if run(step, scenario, strategies) != 0:
                 if step != "destroy":

@@ -7,7 +7,7 @@ import sys
 import click
 
 from meshctl.errors import MeshctlError
-from meshctl.localmesh import cache, engine, images, nodes
+from meshctl.localmesh import cache, engine, images, nodes, wheels
 
 
 @click.group()
@@ -32,6 +32,38 @@ def cache_cmd(stop: bool) -> None:
     cache.ensure(images.spec_for("bookworm").mirror)
     click.echo(f"package cache: {cache.usage()} held in {cache.CACHE_DIR}")
     click.echo(cache.summary())
+
+
+@main.command("wheels")
+@click.option(
+    "--background",
+    "log",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Fill and serve in a process of its own, logging to this file, and return at once.",
+)
+@click.option(
+    "--env",
+    "show_env",
+    is_flag=True,
+    help="Print the pip environment a test bed gives its nodes (JSON): the CA bundle, and the "
+    "cache's settings when it is ready.",
+)
+@click.option("--stop", is_flag=True, help="Stop the server this command started.")
+def wheels_cmd(log: str | None, show_env: bool, stop: bool) -> None:
+    """Serve the nodes the Python packages the roles install from this machine (port 3144)."""
+    import json
+    from pathlib import Path
+
+    if stop:
+        wheels.stop()
+    elif show_env:
+        click.echo(json.dumps(wheels.bed_pip_environment()))
+    elif log:
+        wheels.start_in_background(Path(log))
+        click.echo(f"wheel cache: filling and serving in the background (log: {log})")
+    else:
+        wheels.ensure()
 
 
 @main.command("images")

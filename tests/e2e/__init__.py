@@ -1,9 +1,19 @@
 """End-to-end tests: the CLI over real SSH against Docker nodes."""
 
+import json
 import os
 import subprocess
 import sys
 import time
+
+from meshctl.localmesh import wheels
+
+
+def pip_settings(*roles: str) -> str:
+    """group_vars lines giving each role's pip (ROLE_pip_environment) the test images' CA bundle and
+    the test bed's wheel cache when it is ready (meshctl/localmesh/wheels.py)."""
+    env = wheels.bed_pip_environment()
+    return "".join(f"{role}_pip_environment: {json.dumps(env)}\n" for role in roles)
 
 
 def wait_for_ssh(address: str, seconds: float = 120) -> None:
@@ -45,11 +55,15 @@ def slurm_job_state(container: str, job: str) -> str:
     return on_container(container, f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2")
 
 
-# meshctl's runs are plain Ansible unless MESHCTL_MITOGEN=1 (docs/usage.md). test_cli_ssh.py,
-# test_first_run.py and test_collection.py run the default; the provider files (test_pod.py,
-# test_power_save.py, test_relaunch.py) run the opt-in, so both ways have end-to-end tests and the
-# suite spends half the CPU on those files' converges (docs/testing.md). Molecule runs the same roles
-# under Mitogen too. A head's own runs (relaunch) are plain whatever this says.
+# meshctl's runs are plain Ansible unless MESHCTL_MITOGEN=1 (docs/usage.md). test_first_run.py and
+# test_collection.py run the default; test_cli_ssh.py runs it for its first add-node, the dry run,
+# the lock, the killed runs, host keys, remove-node and the hostile node, and the opt-in for the
+# upkeep of a working mesh (the second add-node, the applies after a node came back or a run was
+# killed, rotate-munge-key, a resumed add-node): one mesh that meets both ways, as a user who
+# turns Mitogen on does. The provider files (test_pod.py, test_power_save.py) run the opt-in; so
+# both ways have end-to-end tests and the suite spends half the CPU on those converges
+# (docs/testing.md). Molecule runs the same roles under Mitogen too. A head's own runs (relaunch)
+# are plain whatever this says.
 MITOGEN = {"MESHCTL_MITOGEN": "1"}
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from meshctl.localmesh import nodes
 from meshctl.mesh import Mesh
-from tests.e2e import on_container, wait_for_ssh
+from tests.e2e import MITOGEN, on_container, pip_settings, runs_said, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -175,10 +175,10 @@ def test_init_records_the_head_after_preflight(bed):
     assert KEY_A not in result.stdout + result.stderr
     assert "Debian GNU/Linux 12" in result.stdout
     assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
-    with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # test-bed proxy CA for pip
-        handle.write("mlflow_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\nmlflow_workers: 1\n")
+    with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # the test bed's CA and wheel cache for pip
+        handle.write(pip_settings("mlflow", "job_env") + "mlflow_workers: 1\n")
         # The job environment without PyTorch here (molecule's default scenario installs it).
-        handle.write("job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\njob_env_torch: ''\n")
+        handle.write("job_env_torch: ''\n")
         handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")  # jobs are hers: root runs none
     listed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
@@ -458,8 +458,10 @@ def test_add_node_with_another_node_stopped_touches_only_the_new_node_and_the_he
     before = {unit: pid("e2e-head", unit) for unit in units}
     bed.on_head("echo 'written on the head' > /mnt/shared-slurm/from-head.txt")
     subprocess.run(["docker", "stop", "e2e-n1"], capture_output=True, check=True)
-    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--provider", "local")
+    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--provider", "local",
+                         env=MITOGEN)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert runs_said(bed.mesh)[-1] == "# meshctl: site.yml, Mitogen (MESHCTL_MITOGEN=1)"
     lines = result.stdout.splitlines()
     recap = {line.split()[0] for line in lines[lines.index("Recap") + 2 :] if line.startswith("  ")}
     assert recap == {"localhost", "ctl", "n2"}  # n1 (stopped) was not part of the run at all
@@ -491,7 +493,7 @@ def test_apply_with_a_node_stopped_converges_the_rest_and_exits_partial(bed):
 def test_a_stopped_node_comes_back_idle_by_itself(bed):
     subprocess.run(["docker", "start", "e2e-n1"], capture_output=True, check=True)
     assert wait_state(bed, "n1", "idle", seconds=180) == "idle"  # no meshctl command
-    result = bed.meshctl("apply")
+    result = bed.meshctl("apply", env=MITOGEN)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
 
 
@@ -541,7 +543,7 @@ def test_meshctl_killed_mid_run_leaves_no_stale_lock_and_no_orphan_run(bed):
     assert playbooks_of(bed) == [], "an ansible-playbook of the killed meshctl is still running"
     # The kernel released the lock with the process: the next command proceeds at once.
     nodes_before, _ = Mesh(bed.mesh).load()
-    result = bed.meshctl("apply")
+    result = bed.meshctl("apply", env=MITOGEN)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert [n.name for n in Mesh(bed.mesh).load()[0]] == [n.name for n in nodes_before]
     for name in ("n1", "n2"):
@@ -613,7 +615,7 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
     assert mlflow_answer(JOB_USER, accounts_before) == 200
     containers = {"ctl": "e2e-head", "n1": "e2e-n1", "n2": "e2e-n2"}
     starts = {name: munge_starts(c) for name, c in containers.items()}
-    result = bed.meshctl("rotate-munge-key")
+    result = bed.meshctl("rotate-munge-key", env=MITOGEN)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     new = bed.clear_secret("munge.key")
     assert len(new) == 1024 and new != old
@@ -627,7 +629,7 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
     assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
     state = f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2"
     assert wait_on_head(bed, state, "COMPLETED", 90) == "COMPLETED"  # it ended as it would have
-    again = bed.meshctl("rotate-munge-key")  # a second rotation: another key, again one restart each
+    again = bed.meshctl("rotate-munge-key", env=MITOGEN)  # a second rotation: another key, again one restart each
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert bed.clear_secret("munge.key") != new
     # The MLflow accounts were renewed with it (issue 36): every holder's file has a new password,
@@ -682,7 +684,7 @@ def test_a_machine_killed_during_add_node_is_reported_and_the_same_command_resum
     assert {n.name: n.state for n in nodes_now}["n3"] == "pending"
     subprocess.run(["docker", "start", "e2e-n1"], capture_output=True, check=True)
     wait_for_ssh(N1)
-    again = bed.meshctl(*add)
+    again = bed.meshctl(*add, env=MITOGEN)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert {n.name: n.state for n in Mesh(bed.mesh).load()[0]}["n3"] == "active"
     assert wait_state(bed, "n3", "idle") == "idle"

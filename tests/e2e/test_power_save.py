@@ -48,7 +48,7 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
+from tests.e2e import MITOGEN, meshctl_in, on_container, pip_settings, runs_said, slurm_job_state, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +57,6 @@ HEAD, N1 = "100.100.70.10", "100.100.70.11"
 JOB_USER = "alice"  # the bed's job user (job_users_list): she submits the jobs, root runs none
 GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-ins listen
 IDLE = 60  # seconds: each rented node's idle_stop
-CA = "PIP_CERT: /etc/ssl/certs/ca-certificates.crt"
 # Debian 12 (Slurm 22.05) here; MESHCTL_E2E_POWER_SUITE=trixie runs it on Debian 13 (Slurm 24.11).
 SUITE = os.environ.get("MESHCTL_E2E_POWER_SUITE", "bookworm")
 LAUNCHED = "power-i"  # the prefix of the containers Lambda's stand-in launches
@@ -239,10 +238,9 @@ def bed(tmp_path_factory):
             made = meshctl(root, "init", "lab", "--head", f"root@{HEAD}", "--name", "head", "--ssh-key", str(key),
                            "--provider", "local", env=env)  # fmt: skip
             assert made.returncode == 0, made.stdout[-3000:] + made.stderr
-            with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA for pip; no PyTorch
-                handle.write(f"mlflow_pip_environment:\n  {CA}\nmlflow_workers: 1\n")
-                handle.write(f"job_env_pip_environment:\n  {CA}\njob_env_torch: ''\n")
-                handle.write(f"power_save_pip_environment:\n  {CA}\n")
+            with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA, wheel cache; no PyTorch
+                handle.write(pip_settings("mlflow", "job_env", "power_save"))
+                handle.write("mlflow_workers: 1\njob_env_torch: ''\n")
                 # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
                 # time (its partition's SuspendTime) can stop it within the minutes of a test.
                 handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")

@@ -1,0 +1,240 @@
+"""The test bed's wheel cache: the Python packages the meshes install, downloaded once per machine.
+
+Every mesh the demo and the tests make installs MLflow on its head (role mlflow), MLflow's client
+and NumPy on every node (role job_env) and, on a head that stops nodes, meshctl's own requirements
+(role power_save). From PyPI that is some 230 MB per mesh, and most of pip's time on a node is
+asking PyPI's index through this machine's proxy (MLflow's install: 35 s with the index, 24 s from
+a local folder alone, measured 2026-11-26). Here they cross the network once per machine:
+
+- :func:`fill` downloads them with pip inside a container of each node image (Debian 12 and 13, so
+  pip picks exactly the files those Pythons take) into :data:`DIR`, what to download read from the
+  roles' own defaults (:func:`requirement_sets`); :data:`FILLED` records what was filled, written
+  last, so a half-filled folder is never taken for a filled one;
+- a small HTTP server serves the folder on :data:`PORT` (its PID recorded in
+  :data:`STARTED_BY_US`; only a process this module started is ever stopped);
+- :func:`pip_environment` gives a test bed the pip settings that send its nodes there
+  (``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, ``PIP_TRUSTED_HOST``), and ``{}`` unless the cache is
+  filled with what the roles ask today and answers: a bed then goes to PyPI as a user's mesh does.
+
+The settings are the test beds' (the roles' ``*_pip_environment`` variables in their
+group_vars); a user's mesh never carries them. The address is this machine's on Docker's default
+bridge, which containers on every Docker network reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from meshctl import relaunch, resources
+from meshctl.errors import EnvironmentProblem
+from meshctl.localmesh import images
+
+PORT = 3144  # beside the package cache's 3143
+ROOT = Path("/var/lib/meshctl-testbed")
+DIR = ROOT / "wheels"
+FILLED = ROOT / "wheels.filled"  # what DIR was filled with (a digest), written when it is complete
+LOCK = ROOT / "wheels.lock"
+RUN_DIR = Path("/run/meshctl-wheels")
+STARTED_BY_US = RUN_DIR / "pid"
+LOG = RUN_DIR / "server.log"
+SUITES = tuple(images.SUITES)  # every node image: each Python picks its own files
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+FILL_VERSION = "1"
+SERVER_PYTHON = "/usr/bin/python3"  # the system's: nobody may not reach a checkout's virtualenv
+NOBODY = 65534  # the server's user and group: it only reads DIR
+
+
+def requirement_sets() -> dict[str, list[str]]:
+    """What each role installs with pip, from the roles' defaults (one place knows each)."""
+    mlflow = resources.role_defaults("mlflow")
+    job_env = resources.role_defaults("job_env")
+    return {
+        "mlflow": [f"mlflow=={mlflow['mlflow_version']}"],
+        "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
+        "power_save": relaunch.requirements(),
+    }
+
+
+def digest(sets: dict[str, list[str]], suites: tuple[str, ...] = SUITES) -> str:
+    """What a fill is of: the requirement sets and the images they were resolved for."""
+    text = json.dumps({"version": FILL_VERSION, "sets": sets, "suites": list(suites)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fill_script(sets: dict[str, list[str]]) -> str:
+    """The shell run in a node image's container: pip downloads every set into /wheels.
+
+    Each set is resolved on its own, as each role's pip resolves it on a node."""
+    downloads = "\n".join(
+        f"/tmp/venv/bin/pip download -q --dest /wheels {' '.join(shlex.quote(r) for r in reqs)}"
+        for reqs in sets.values()
+        if reqs
+    )
+    return "\n".join(
+        [
+            "set -eu",
+            "export DEBIAN_FRONTEND=noninteractive",
+            "apt-get update -qq",
+            "apt-get install -y -qq --no-install-recommends python3-venv >/dev/null",
+            "python3 -m venv /tmp/venv",
+            downloads,
+        ]
+    )
+
+
+def is_filled(wanted: str) -> bool:
+    try:
+        return FILLED.read_text().strip() == wanted
+    except OSError:
+        return False
+
+
+def answering(port: int = PORT) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def bridge_address() -> str | None:
+    """This machine's address on Docker's default bridge (docker0), or None."""
+    result = subprocess.run(
+        ["docker", "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    addresses = [a for a in result.stdout.split() if a.count(".") == 3] if result.returncode == 0 else []
+    return addresses[0] if addresses else None
+
+
+def settings_for(address: str) -> dict[str, str]:
+    """pip's settings that take every package from the cache at ADDRESS and nothing from an index."""
+    return {
+        "PIP_FIND_LINKS": f"http://{address}:{PORT}/",
+        "PIP_NO_INDEX": "1",
+        "PIP_TRUSTED_HOST": f"{address}:{PORT}",
+    }
+
+
+def pip_environment() -> dict[str, str]:
+    """The settings for a test bed's pip: the cache's when it is filled with what the roles ask
+    for today and answers, else {} (the bed's nodes go to PyPI)."""
+    if not (is_filled(digest(requirement_sets())) and answering()):
+        return {}
+    address = bridge_address()
+    return settings_for(address) if address else {}
+
+
+def bed_pip_environment() -> dict[str, str]:
+    """What a test bed gives pip on its nodes: the CA bundle of the node images (this machine's proxy
+    may intercept TLS), and the cache's settings when it is ready (:func:`pip_environment`)."""
+    return {"PIP_CERT": CA_BUNDLE, **pip_environment()}
+
+
+@contextlib.contextmanager
+def _locked():
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def fill(say=print) -> bool:
+    """Download what the roles install into DIR, for every node image; False when it already was."""
+    sets = requirement_sets()
+    wanted = digest(sets)
+    with _locked():
+        if is_filled(wanted):
+            say(f"wheel cache: filled ({len(list(DIR.glob('*')))} files in {DIR})")
+            return False
+        FILLED.unlink(missing_ok=True)
+        DIR.mkdir(parents=True, exist_ok=True)
+        DIR.chmod(0o755)
+        for suite in SUITES:
+            started = time.monotonic()
+            tag = images.spec_for(suite).node_tag
+            result = subprocess.run(
+                ["docker", "run", "--rm", "--entrypoint", "sh", "-e", f"PIP_CERT={CA_BUNDLE}",
+                 "-v", f"{DIR}:/wheels", tag, "-c", fill_script(sets)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise EnvironmentProblem(
+                    f"filling the wheel cache for {suite} failed: {(result.stderr or result.stdout).strip()[-600:]}",
+                    hint="run `make images` first; the nodes then install from PyPI",
+                )
+            say(f"wheel cache: {suite} filled in {time.monotonic() - started:.0f}s")
+        for path in DIR.iterdir():
+            path.chmod(0o644)
+        FILLED.write_text(wanted + "\n")
+        say(f"wheel cache: {len(list(DIR.iterdir()))} files in {DIR}")
+        return True
+
+
+def serve(timeout: float = 10.0, say=print) -> bool:
+    """Serve DIR on PORT (as nobody, no other group) unless something answers there; False when it already did."""
+    if answering():
+        say(f"wheel cache: already answering on port {PORT}")
+        return False
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with LOG.open("ab") as log:
+        server = subprocess.Popen(
+            [SERVER_PYTHON, "-m", "http.server", str(PORT), "--bind", "0.0.0.0", "--directory", str(DIR)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            user=NOBODY, group=NOBODY, extra_groups=[],
+        )  # fmt: skip
+    STARTED_BY_US.write_text(f"{server.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answering():
+            say(f"wheel cache: serving {DIR} on port {PORT}")
+            return True
+        if server.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise EnvironmentProblem(f"the wheel cache's server did not answer on port {PORT}", hint=f"read {LOG}")
+
+
+def ensure(say=print) -> None:
+    """Fill the cache (once per machine and requirement list) and serve it."""
+    if os.geteuid() != 0:
+        say("wheel cache: needs root; the nodes install from PyPI")
+        return
+    fill(say=say)
+    serve(say=say)
+
+
+def start_in_background(log: Path) -> None:
+    """Fill and serve in a process of its own, for the suite to go on meanwhile (downloads are
+    not the CPU's work): a bed made before it is done goes to PyPI."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "meshctl.localmesh", "wheels"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+        )  # fmt: skip
+
+
+def stop(say=print) -> bool:
+    """Stop the server only if this module started it."""
+    try:
+        pid = int(STARTED_BY_US.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        say("wheel cache: not started by meshctl, leaving it alone")
+        return False
+    if b"http.server" not in cmdline or str(PORT).encode() not in cmdline:
+        return False
+    os.kill(pid, 15)
+    say(f"wheel cache: stopped its server {pid}")
+    return True
