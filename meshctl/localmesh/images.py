@@ -46,6 +46,9 @@ LAYER_PACKAGES = (
     "iproute2",
     "procps",
     "ca-certificates",
+    # The tests' userspace NFS client (nfs-cat, nfs-ls: a container cannot mount NFS), ready on every
+    # node instead of installed by each scenario's prepare and each test that reads the share.
+    "libnfs-utils",
 )
 
 # Runs inside a container of the base image. /tmp/meshctl-extra-ca.crt is copied in when used.

@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from meshctl import relaunch, resources
 from meshctl.errors import EnvironmentProblem
 from meshctl.localmesh import images
@@ -56,13 +58,27 @@ NOBODY = 65534  # the server's user and group: it only reads DIR
 
 def requirement_sets() -> dict[str, list[str]]:
     """What each role installs with pip, from the roles' defaults (one place knows each)."""
-    mlflow = resources.role_defaults("mlflow")
     job_env = resources.role_defaults("job_env")
     return {
-        "mlflow": [f"mlflow=={mlflow['mlflow_version']}"],
+        "mlflow": [mlflow_package()],
         "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
         "power_save": relaunch.requirements(),
     }
+
+
+def mlflow_package() -> str:
+    """The server's requirement as role mlflow writes it (vars/main.yml ``mlflow_package``), with
+    its default version and the basic-auth extra on: what a bed's head installs (the extra's
+    packages come on top of plain MLflow's, so a bed with auth off finds its files too)."""
+    import jinja2
+
+    text = (resources.roles_dir() / "mlflow" / "vars" / "main.yml").read_text(encoding="utf-8")
+    template = yaml.safe_load(text)["mlflow_package"]
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters["bool"] = bool
+    return environment.from_string(template).render(
+        mlflow_auth=True, mlflow_version=resources.role_defaults("mlflow")["mlflow_version"]
+    )
 
 
 def digest(sets: dict[str, list[str]], suites: tuple[str, ...] = SUITES) -> str:

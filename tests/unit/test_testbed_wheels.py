@@ -25,7 +25,7 @@ def test_what_is_filled_is_read_from_the_roles_own_defaults():
     sets = wheels.requirement_sets()
     mlflow = yaml.safe_load((REPO / "roles/mlflow/defaults/main.yml").read_text())
     job_env = yaml.safe_load((REPO / "roles/job_env/defaults/main.yml").read_text())
-    assert sets["mlflow"] == [f"mlflow=={mlflow['mlflow_version']}"]
+    assert sets["mlflow"] == [f"mlflow[auth]=={mlflow['mlflow_version']}"]  # vars/main.yml's mlflow_package
     assert sets["job_env"] == job_env["job_env_packages"]
     assert sets["power_save"] == relaunch.requirements() and sets["power_save"]
 
