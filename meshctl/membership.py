@@ -18,7 +18,7 @@ from pathlib import Path
 
 import netaddr
 
-from meshctl import cloud, hostkeys, preflight, relaunch, resources, runner, ssh, tailnet, vault
+from meshctl import cloud, hostkeys, preflight, quickread, relaunch, resources, runner, ssh, tailnet, vault
 from meshctl.errors import InventoryError, MeshctlError, PartialError, PreflightError, ProviderError, UsageError
 from meshctl.mesh import (
     LOCK,
@@ -290,6 +290,9 @@ def run(
         for host, hw in result.hw.items():
             if host in names and result.succeeded(host):
                 mesh.record_facts(host, hw)
+        for host, request in result.status_requests.items():  # what `status` reads there from now on
+            if host in names and result.succeeded(host) and quickread.request_problem(request) is None:
+                mesh.record_status_request(host, request)
     return result
 
 
@@ -644,8 +647,14 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
 
 def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None,
                 verbosity: int = 0):  # fmt: skip
-    """playbooks/status.yml on ``targets`` (default: every node): one read per node, judged; with
-    ``verbosity``, Ansible's own output of the read is shown (``meshctl status -v``)."""
+    """Every target's status record (default: every node): one SSH command per node
+    (meshctl/quickread.py) when meshctl knows how Ansible would reach each, else playbooks/status.yml,
+    one read per node, judged; with ``verbosity`` always the playbook, whose own output is shown
+    (``meshctl status -v``)."""
+    if not verbosity:
+        quick = quickread.read(mesh, nodes, mesh_vars, timeout, targets)
+        if quick is not None:
+            return quick
     quiet = runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False)
     result = runner.run_playbook(
         "status.yml",

@@ -32,6 +32,7 @@ INVENTORY = "mesh.yml"
 LOCK = "mesh.lock"
 SECRETS = "secrets"
 FACTS = "facts"  # one <node>.json per node: its hardware facts (mesh_hw) after its last converge
+STATUS_REQUESTS = "status"  # in FACTS: one <node>.json per node: what `meshctl status` reads there
 RENTED = resources.plugin("module_utils.mesh_cloud").PROVIDERS  # providers meshctl reaches through their APIs
 PROVIDERS = ("local", *RENTED, "generic")
 ROLES = ("head", "compute")
@@ -508,8 +509,33 @@ class Mesh:
         atomic_write(self.facts_dir / f"{check_name(name)}.json", json.dumps(hw, indent=1, sort_keys=True) + "\n")
 
     def forget_facts(self, name: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.facts_dir / f"{check_name(name)}.json").unlink()
+        for path in (self.facts_dir / f"{check_name(name)}.json", self.status_requests_dir / f"{name}.json"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    @property
+    def status_requests_dir(self) -> Path:
+        return self.facts_dir / STATUS_REQUESTS
+
+    def record_status_request(self, name: str, request: dict) -> None:
+        """What `meshctl status` is to read on NAME, as its last converge resolved it (checked by
+        the caller: meshctl/quickread.py)."""
+        self.status_requests_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.status_requests_dir / f"{check_name(name)}.json",
+                     json.dumps(request, indent=1, sort_keys=True) + "\n")  # fmt: skip
+
+    def load_status_requests(self) -> dict[str, object]:
+        """Each node's recorded status request as written (unchecked: the reader checks it); a file
+        that cannot be read, or is too large, is left out (that node is then read through Ansible)."""
+        found: dict[str, object] = {}
+        folder = self.status_requests_dir
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            if not NAME_RE.match(path.stem) or path.is_symlink() or not path.is_file():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                if path.stat().st_size <= MAX_FACTS_BYTES:
+                    found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+        return found
 
     def run_inventory(
         self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = (), converging: set[str] | None = None

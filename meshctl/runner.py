@@ -32,6 +32,8 @@ COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 REPORT_FACTS = ("tailscale_report", "slurm_usage_report", "doctor_report")
 # The hardware facts the mesh_facts module returns; meshctl records them per node after a run.
 HW_FACT = "mesh_hw"
+# What `meshctl status` is to read on a node (playbooks/tasks/status_request.yml); recorded too.
+STATUS_REQUEST_FACT = "mesh_status_request"
 
 
 @dataclass
@@ -53,6 +55,7 @@ class RunResult:
     hw: dict[str, dict] = field(default_factory=dict)  # per host: the mesh_hw facts it reported
     records: dict[str, dict] = field(default_factory=dict)  # per host: its status record (status.yml)
     refused_records: dict[str, str] = field(default_factory=dict)  # per host: why its record was refused
+    status_requests: dict[str, dict] = field(default_factory=dict)  # per host: STATUS_REQUEST_FACT
     log: Path | None = None  # the run's full output, kept under the mesh (logs/)
 
     @property
@@ -123,6 +126,7 @@ class Progress:
         self.hw: dict[str, dict] = {}
         self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
         self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
+        self.status_requests: dict[str, dict] = {}  # host -> what status is to read there (STATUS_REQUEST_FACT)
         self.verbose = False  # -v: show Ansible's own output (run_playbook sets it)
         self.log = None  # the run's log file (run_playbook opens it)
         self._rich = None
@@ -175,6 +179,8 @@ class Progress:
                     self.reports[host] = facts[name]
             if HW_FACT in facts:
                 self._hardware(host, data.get("task", ""), facts[HW_FACT])
+            if isinstance(facts.get(STATUS_REQUEST_FACT), dict):
+                self.status_requests[host] = facts[STATUS_REQUEST_FACT]
             if health.FACT in facts:
                 record, problem = health.checked(host, facts[health.FACT])
                 if problem:
@@ -422,6 +428,7 @@ def run_playbook(
             hw=dict(progress.hw),
             records=dict(progress.records),
             refused_records=dict(progress.refused_records),
+            status_requests=dict(progress.status_requests),
             log=Path(log.name) if log is not None else None,
         )
     finally:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -54,11 +55,18 @@ def step_env(step: str, strategies: str | None) -> dict[str, str]:
     return env
 
 
+def children_cpu() -> float:
+    """CPU seconds of the processes this one started and waited for (molecule, Ansible, its workers)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def run(step: str, scenario: str, strategies: str | None) -> int:
-    started = time.monotonic()
+    started, cpu = time.monotonic(), children_cpu()
     print(f"==> [molecule {scenario} {step}]", flush=True)
     done = subprocess.run(["molecule", step, "-s", scenario], env=step_env(step, strategies), check=False)
-    print(f"==> [molecule {scenario} {step}] {time.monotonic() - started:.0f}s (exit {done.returncode})", flush=True)
+    print(f"==> [molecule {scenario} {step}] {time.monotonic() - started:.0f}s (exit {done.returncode}), "
+          f"{children_cpu() - cpu:.0f} CPU-s on this machine", flush=True)  # fmt: skip
     return done.returncode
 
 

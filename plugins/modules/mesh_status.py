@@ -91,80 +91,8 @@ status:
       type: dict
 """
 
-import os
-import subprocess
-import urllib.error
-import urllib.request
-
 from ansible.module_utils.basic import AnsibleModule
-
-LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
-SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G|%E"]
-
-
-def run(argv, timeout):
-    """rc and stdout (capped) of a command; rc 127 when it is missing, 124 when it hangs."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
-    except FileNotFoundError:
-        return {"rc": 127, "stdout": ""}
-    except subprocess.TimeoutExpired:
-        return {"rc": 124, "stdout": ""}
-    return {"rc": done.returncode, "stdout": done.stdout[:LIMIT]}
-
-
-def service_states(names, supervisor, timeout):
-    """Each name's state, one `is-active` call for all of them (it prints one line per name)."""
-    if not names:
-        return {}
-    argv = (["meshctl-pod-start", "--is-active"] if supervisor else ["systemctl", "is-active"]) + list(names)
-    lines = run(argv, timeout)["stdout"].splitlines()
-    return {name: (lines[i].strip() if i < len(lines) and lines[i].strip() else "unknown") for i, name in
-            enumerate(names)}  # fmt: skip
-
-
-def fstab_has(path, fstab="/etc/fstab"):
-    try:
-        with open(fstab, encoding="utf-8", errors="replace") as handle:
-            return any(len(fields) > 2 and fields[1] == path for fields in (line.split() for line in handle)
-                       if fields and not fields[0].startswith("#"))  # fmt: skip
-    except OSError:
-        return False
-
-
-def nfs_mounted(path, mounts="/proc/self/mounts"):
-    try:
-        with open(mounts, encoding="utf-8", errors="replace") as handle:
-            return any(len(fields) > 2 and fields[1] == path and fields[2] in ("nfs", "nfs4")
-                       for fields in (line.split() for line in handle))  # fmt: skip
-    except OSError:
-        return False
-
-
-def kernel_has_nfs(filesystems="/proc/filesystems"):
-    try:
-        with open(filesystems, encoding="utf-8", errors="replace") as handle:
-            return any(line.split()[-1:] == ["nfs4"] for line in handle)
-    except OSError:
-        return False
-
-
-def mount_state(path, possible=True):
-    if nfs_mounted(path):
-        return "mounted"
-    if not fstab_has(path):
-        return "missing"
-    return "not-mounted" if possible and kernel_has_nfs() else "fstab-only"
-
-
-def http_get(url, timeout):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
-            return {"status": answer.status, "body": answer.read(LIMIT).decode("utf-8", "replace")}
-    except urllib.error.HTTPError as exc:
-        return {"status": exc.code, "body": ""}
-    except (OSError, ValueError):
-        return {"status": 0, "body": ""}
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_status_read import read
 
 
 def main():
@@ -181,15 +109,7 @@ def main():
         },
         supports_check_mode=True,
     )
-    p = module.params
-    os.environ.setdefault("LC_ALL", "C")
-    status = {
-        "services": service_states(p["services"], p["supervisor"], p["timeout"]),
-        "sinfo": run(SINFO, p["timeout"]) if p["sinfo"] else None,
-        "tailscale": run(["tailscale", "status", "--json"], p["timeout"]) if p["tailscale"] else None,
-        "mount": mount_state(p["mount_path"], p["mount_possible"]) if p["mount_path"] else None,
-        "http": http_get(p["url"], p["timeout"]) if p["url"] else None,
-    }
+    status = read(module.params)
     module.exit_json(changed=False, status=status)
 
 

@@ -212,10 +212,20 @@ def test_add_node_makes_it_idle(bed):
 
 
 def test_status_is_healthy(bed):
+    runs = sorted((bed.mesh / "logs").glob("*.log"))
     result = bed.meshctl("status", "--json", "--timeout", "5")
     assert result.returncode == 0, result.stdout + result.stderr
     assert '"healthy": true' in result.stdout
     assert f'"tailnet": "Running {N1}' in result.stdout
+    # Read with one SSH command per node, from what add-node recorded: no Ansible run (no run log).
+    assert sorted((bed.mesh / "logs").glob("*.log")) == runs
+    recorded = json.loads((bed.mesh / "facts" / "status" / "n1.json").read_text())
+    assert recorded["services"] == ["munge", "slurmd"] and recorded["tailscale"] is True
+    # -v reads the same through Ansible (playbooks/status.yml) and shows its output.
+    verbose = bed.meshctl("status", "-v", "--timeout", "5")
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert "Read the node's services" in verbose.stdout
+    assert len(sorted((bed.mesh / "logs").glob("*.log"))) == len(runs) + 1
 
 
 def iperf3_servers(container: str) -> list[str]:
@@ -335,6 +345,7 @@ def test_no_secret_leaks_to_files_logs_or_command_lines(bed):
         logs = node_logs(container)
         assert len(logs) > 10_000, f"{container}: too little log to mean anything"
         hits += [f"{what} in {container}'s logs" for what, needle in needles.items() if needle in logs]
+    bed.cmdlines.stop()  # what it saw up to here is what this test reads: the later tests run unwatched
     assert bed.cmdlines.samples > 100 and len(bed.cmdlines.seen) > 100  # it really watched the runs
     assert any(b"ansible-playbook" in line or b"ansible_playbook" in line for line in bed.cmdlines.seen)
     for line in bed.cmdlines.seen:

@@ -1,4 +1,5 @@
-"""The mesh_status module's reads (plugins/modules/mesh_status.py), on files and commands of this machine."""
+"""The mesh_status module's reads (plugins/module_utils/mesh_status_read.py, which meshctl also sends to a
+node itself), on files and commands of this machine."""
 
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from meshctl import resources
 
 @pytest.fixture
 def mod():
-    return resources.plugin("modules.mesh_status")
+    return resources.plugin("module_utils.mesh_status_read")
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from functools import partial
 from pathlib import Path
@@ -134,6 +135,9 @@ def test_stop_ends_only_a_server_it_started(monkeypatch, tmp_path):
     try:
         pid_file.write_text(f"{server.pid}\n")
         monkeypatch.setattr(wheels, "PORT", wheels.PORT + 100)
+        deadline = time.monotonic() + 30
+        while not wheels.answering(wheels.PORT) and time.monotonic() < deadline:  # started (exec'd) and listening
+            time.sleep(0.1)
         assert wheels.stop(say=lambda _m: None) is True
         assert server.wait(timeout=10) == -15
     finally:

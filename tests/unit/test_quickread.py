@@ -1,0 +1,164 @@
+"""`meshctl status` without an Ansible run (meshctl/quickread.py): what it reads, over which
+command, what it refuses, and when it leaves the read to playbooks/status.yml."""
+
+import getpass
+import io
+import json
+import shlex
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from meshctl import membership, quickread, runner
+from meshctl.mesh import Mesh, Node
+
+REQUEST = {
+    "services": ["munge", "slurmd"],
+    "sinfo": False,
+    "tailscale": False,
+    "mount_path": "/mnt/shared-slurm",
+    "mount_possible": True,
+    "url": None,
+    "supervisor": False,
+    "expect": {"compute": True, "controller": "head"},
+}
+HEAD_REQUEST = {
+    **REQUEST,
+    "services": ["munge", "slurmctld", "slurmd", "nfs-ganesha"],
+    "sinfo": True,
+    "mount_path": None,
+    "url": "http://100.64.0.1:5000/health",
+    "expect": {"compute": True, "controller": "head", "share_service": "nfs-ganesha"},
+}
+
+
+@pytest.fixture
+def mesh(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    m = Mesh(tmp_path)
+    head = Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1",
+                ssh_key="/keys/id")  # fmt: skip
+    nodes = [head, Node("gpu1", "100.64.0.2", state="active", mesh_address="100.64.0.2", port=2222)]
+    m.save(nodes, {})
+    return m
+
+
+def test_a_request_as_the_roles_make_it_passes():
+    assert quickread.request_problem(REQUEST) is None
+    assert quickread.request_problem(HEAD_REQUEST) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"services": ["munge; rm -rf /"]}, "unit names"),
+        ({"services": "munge"}, "unit names"),
+        ({"sinfo": "yes"}, "sinfo"),
+        ({"mount_path": "relative/path"}, "absolute path"),
+        ({"url": "http://100.64.0.1:5000/api/2.0/mlflow/experiments"}, "health URL"),
+        ({"url": "file:///etc/shadow"}, "health URL"),
+        ({"expect": {"controller": "Head Node"}}, "node name"),
+        ({"expect": {"runs_as": "root"}}, "known keys"),
+        ({"extra": 1}, "unexpected or missing"),
+    ],
+)
+def test_a_recorded_request_outside_its_shape_is_refused(change, why):
+    assert why in quickread.request_problem({**REQUEST, **change})
+
+
+def test_the_ssh_command_is_the_connection_meshctl_records(mesh):
+    nodes, _ = mesh.load()
+    head, gpu1 = nodes
+    argv = quickread.command(head, mesh.known_hosts, 1)
+    assert argv[0] == "ssh" and argv[-2] == "100.64.0.1"
+    options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
+    assert "BatchMode=yes" in options and "ConnectTimeout=1" in options
+    assert "StrictHostKeyChecking=yes" in options and f"UserKnownHostsFile={mesh.known_hosts}" in options
+    assert argv[argv.index("-i") + 1] == "/keys/id" and argv[argv.index("-l") + 1] == "root"
+    assert shlex.split(argv[-1]) == ["python3", "-c", quickread.BOOT]  # one word for ssh, quoted for the shell
+    other = quickread.command(gpu1, mesh.known_hosts, 1)
+    assert other[other.index("-p") + 1] == "2222" and "-i" not in other
+    sudoer = Node("n3", "100.64.0.3", user="ubuntu")
+    assert shlex.split(quickread.command(sudoer, mesh.known_hosts, 1)[-1])[:3] == ["sudo", "-n", "--"]
+    local = Node("here", "127.0.0.1", connection="local", roles=["head"])
+    assert quickread.command(local, mesh.known_hosts, 1) == ["/usr/bin/python3", "-c", quickread.BOOT]
+
+
+def test_the_script_sent_to_a_node_reads_it_with_the_standard_library(tmp_path):
+    """The text meshctl sends, run by a python3 (this machine's here): the module's shape comes back."""
+    fstab = tmp_path / "fstab"
+    request = {**REQUEST, "services": ["meshctl-no-such-unit"], "mount_path": str(tmp_path / "share")}
+    done = subprocess.run([sys.executable, "-c", quickread.BOOT], input=quickread.script(request), text=True,
+                          capture_output=True, timeout=60, check=True)  # fmt: skip
+    status = json.loads(done.stdout)
+    assert set(status) == {"services", "sinfo", "tailscale", "mount", "http"}
+    assert (
+        list(status["services"]) == ["meshctl-no-such-unit"] and status["services"]["meshctl-no-such-unit"] != "active"
+    )
+    assert status["mount"] == "missing" and status["sinfo"] is None and status["http"] is None
+    assert not fstab.exists()
+
+
+def local_mesh(tmp_path, request, *extra_nodes):
+    m = Mesh(tmp_path)
+    me = getpass.getuser()
+    nodes = [Node("head", "127.0.0.1", user=me, roles=["head", "compute"], state="active", connection="local",
+                  mesh_address="100.64.0.1"), *extra_nodes]  # fmt: skip
+    m.save(nodes, {})
+    for node in nodes:
+        m.record_status_request(node.name, request)
+    return m
+
+
+def test_read_judges_a_reached_node_and_names_one_that_is_not(tmp_path, monkeypatch):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]  # bound, never listening: ssh is refused at once
+    mesh = local_mesh(tmp_path, {**HEAD_REQUEST, "services": ["meshctl-no-such-unit"], "sinfo": False,
+                                 "url": None}, Node("gpu1", "127.0.0.1", port=port, state="active"))  # fmt: skip
+    if getpass.getuser() != "root":  # the local head would be read through sudo: read it as this user here
+        monkeypatch.setattr(quickread, "command", lambda node, kh, t, real=quickread.command: (
+            [sys.executable, "-c", quickread.BOOT] if node.connection == "local" else real(node, kh, t)))  # fmt: skip
+    nodes, _ = mesh.load()
+    result = quickread.read(mesh, nodes, {}, 2)
+    assert result is not None
+    record = result.records["head"]
+    assert record["problem"] == "service" and "meshctl-no-such-unit" in record["detail"]
+    assert result.unreachable == ["gpu1"] and not result.ok
+    assert [(f.host, f.task) for f in result.failures] == [("gpu1", quickread.TASK)]
+    closed.close()
+
+
+def test_anything_meshctl_cannot_read_as_ansible_would_is_left_to_the_playbook(tmp_path):
+    mesh = local_mesh(tmp_path, REQUEST)
+    nodes, _ = mesh.load()
+    never = Node("gpu9", "100.64.0.9", state="active")
+    assert quickread.read(mesh, [*nodes, never], {}, 1) is None  # gpu9 has no recorded request
+    assert quickread.read(mesh, nodes, {"ansible_ssh_common_args": "-o ProxyJump=bastion"}, 1) is None
+    (tmp_path / "group_vars").mkdir(exist_ok=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\nansible_port: 2200\n")
+    assert quickread.read(mesh, nodes, {}, 1) is None
+    (tmp_path / "group_vars" / "all.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    assert quickread.read(mesh, nodes, {}, 1) is None  # cannot see inside: may set anything
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\n")
+    mesh.record_status_request("head", {**REQUEST, "services": ["munge && reboot"]})  # tampered with
+    assert quickread.read(mesh, nodes, {}, 1) is None
+    proxied = Node("head", "127.0.0.1", roles=["head"], state="active", extra={"ansible_ssh_extra_args": "-A"})
+    assert not quickread.modelled(proxied, {})
+
+
+def test_an_apply_records_what_status_reads_only_for_nodes_it_finished(mesh, monkeypatch):
+    nodes, mesh_vars = mesh.load()
+
+    def fake_run(playbook, inventory, mesh_dir=None, check=False, **kw):
+        stats = {"head": {"ok": 5}, "gpu1": {"ok": 4, "failed": 1}}
+        return runner.RunResult("failed", 2, [runner.Failure("gpu1", "t", "broke")], stats,
+                                status_requests={"head": HEAD_REQUEST, "gpu1": REQUEST})  # fmt: skip
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    membership.run(mesh, nodes, mesh_vars, "site.yml", runner.Progress(live=False, out=io.StringIO()))
+    assert mesh.load_status_requests() == {"head": HEAD_REQUEST}
+    mesh.forget_facts("head")
+    assert mesh.load_status_requests() == {}
