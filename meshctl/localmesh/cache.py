@@ -91,7 +91,8 @@ def config_text(mirror: str) -> dict[str, str]:
     }
 
 
-def _answering(port: int = PORT) -> bool:
+def answering(port: int = PORT) -> bool:
+    """Whether something accepts connections on PORT of this machine."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
@@ -108,7 +109,7 @@ def _configured(mirror: str) -> bool:
 
 def observe(mirror: str) -> CacheState:
     return CacheState(
-        answering=_answering(),
+        answering=answering(),
         installed=Path(BINARY).is_file(),
         configured=_configured(mirror),
         is_root=os.geteuid() == 0,
@@ -148,7 +149,7 @@ def _start() -> None:
 def _wait(timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _answering():
+        if answering():
             return
         time.sleep(0.5)
     raise EnvironmentProblem(

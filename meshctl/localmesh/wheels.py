@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ import yaml
 
 from meshctl import relaunch, resources
 from meshctl.errors import EnvironmentProblem
-from meshctl.localmesh import images
+from meshctl.localmesh import cache, images
 
 PORT = 3144  # beside the package cache's 3143
 ROOT = Path("/var/lib/meshctl-testbed")
@@ -116,11 +115,7 @@ def is_filled(wanted: str) -> bool:
 
 
 def answering(port: int = PORT) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
+    return cache.answering(port)
 
 
 def bridge_address() -> str | None:
