@@ -32,7 +32,7 @@ MOLECULE_SCENARIOS := default debian13 mixed
 PROFILE := build/profile
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
-	@ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
+	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; pytest -q -m e2e --durations=0 \
 	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log && python scripts/molecule_all.py $(E2E_SCENARIOS)' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
@@ -40,7 +40,8 @@ suites: images collection-link
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \
-	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; exit $$rc
+	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \
+	  cat $(PROFILE)/failed.txt 2>/dev/null; exit $$rc
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
