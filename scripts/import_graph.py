@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""meshctl's import graph: which of its modules imports which, and every import circle.
+
+Usage: scripts/import_graph.py [--cycles]
+
+Reads the package's sources (no import is executed), counts `import meshctl.x`, `from meshctl import x`
+and `from meshctl.x import y` at any depth of a module (a function-level import is an import too), and
+prints one line per module: the meshctl modules it imports. Then each import circle (strongly connected
+component of more than one module), or "no import circle". Exit 1 when there is a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "meshctl"
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, known: set[str], package: Path = PACKAGE) -> set[str]:
+    """The meshctl modules PATH imports (a name imported from a package counts as its module when it is one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "meshctl")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "meshctl":
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                found.add(candidate if candidate in known else node.module)
+    own = module_name(path, package)
+    return {name for name in found if name in known and name != own}
+
+
+def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    paths = sorted(package.rglob("*.py"))
+    known = {module_name(p, package) for p in paths}
+    return {module_name(p, package): imports_of(p, known, package) for p in paths}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        on_stack.add(name)
+        for other in sorted(edges.get(name, ())):
+            if other not in index:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in on_stack:
+                low[name] = min(low[name], index[other])
+        if low[name] == index[name]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == name:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(edges):
+        if name not in index:
+            visit(name)
+    return sorted(found)
+
+
+def main(argv: list[str]) -> int:
+    edges = graph()
+    if "--cycles" not in argv:
+        width = max(len(name) for name in edges)
+        for name in sorted(edges):
+            print(f"{name:<{width}}  -> {', '.join(sorted(edges[name])) or '-'}")
+    circles = cycles(edges)
+    for circle in circles:
+        print("import circle: " + " <-> ".join(circle))
+    if not circles:
+        print("no import circle")
+    return 1 if circles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
