@@ -8,7 +8,7 @@ export PY_COLORS ?= 0
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine cache images wheels lint unit suites e2e molecule collection collection-link demo-down clean
+.PHONY: demo test venv engine cache images wheels lint unit checks suites e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
 demo: venv engine cache
@@ -17,16 +17,16 @@ demo: venv engine cache
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine cache images wheels lint unit collection suites
+test: venv engine cache images wheels checks collection suites
 
 # The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
 # (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
 # the scenarios default and debian13 (the same names: one lane, one after the other).
 # Lane e2e: the e2e files but LATE_E2E, then the scenarios of E2E_SCENARIOS. Lane molecule: the
 # other scenarios, then LATE_E2E. tests/unit/test_lanes.py checks every file and scenario has a lane.
-LATE_E2E := tests/e2e/test_pod.py
+LATE_E2E := tests/e2e/test_pod.py tests/e2e/test_first_run.py tests/e2e/test_collection.py
 E2E_SCENARIOS := tailscale
-MOLECULE_SCENARIOS := default debian13 mixed
+MOLECULE_SCENARIOS := default debian13
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
 PROFILE := build/profile
@@ -79,6 +79,10 @@ lint: venv collection-link
 
 unit: venv
 	@$(T) pytest pytest -q -m "not e2e"
+
+# lint and unit at once (each mostly one process: the second core would idle), said as lanes.
+checks: venv collection-link
+	@scripts/together lint '$(MAKE) -s lint' unit '$(MAKE) -s unit'
 
 e2e: images collection-link
 	@$(T) e2e pytest -q -m e2e

@@ -1,6 +1,6 @@
 """`make test` runs the e2e files and the Molecule scenarios in two lanes (Makefile `suites`): every
 scenario is in exactly one lane, LATE_E2E names e2e files that exist, and the scenarios that share
-container names (default, debian13, mixed: head, gpu1, cpu1) are in the same lane."""
+container names (default and debian13: head, gpu1, cpu1) are in the same lane."""
 
 import re
 from pathlib import Path
