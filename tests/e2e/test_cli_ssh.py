@@ -110,9 +110,9 @@ class Bed:
             env={**os.environ, "TMPDIR": str(self.tmp), **wide},
         )
 
-    def spawn(self, *args: str) -> subprocess.Popen:
+    def spawn(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         """meshctl in the background (for runs that overlap or get killed)."""
-        env = {**os.environ, "TMPDIR": str(self.tmp)}
+        env = {**os.environ, "TMPDIR": str(self.tmp), **(env or {})}
         return subprocess.Popen([sys.executable, "-m", "meshctl", *args], cwd=self.mesh, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 
@@ -526,7 +526,8 @@ def wait_for_playbook(bed, command: str, seconds: float = 120) -> None:
 
 
 def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
-    first = bed.spawn("apply", "--limit", "n1")  # one node: the lock is the mesh's whatever the run covers
+    # Upkeep runs (Mitogen): the lock is meshctl's, whichever way Ansible runs.
+    first = bed.spawn("apply", "--limit", "n1", env=MITOGEN)  # one node: the lock is the mesh's whatever the run covers
     holder = bed.wait_for_lock_holder()
     assert f"pid {first.pid} " in holder and "running `apply`" in holder
     before = bed.digest()
@@ -534,7 +535,7 @@ def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     assert second.returncode == 9 and f"the mesh is busy: pid {first.pid} " in second.stderr
     assert "--wait SECONDS" in second.stderr and "Traceback" not in second.stderr
     assert bed.digest() == before
-    third = bed.meshctl("apply", "--limit", "n1", "--wait", "600")  # starts when the first one ends
+    third = bed.meshctl("apply", "--limit", "n1", "--wait", "600", env=MITOGEN)  # starts when the first one ends
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, out[-2000:] + err
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr
@@ -655,7 +656,7 @@ def test_remove_node_waits_for_jobs_and_removes(bed):
     ctld = pid("e2e-head", "slurmctld")
     job = bed.as_user("sbatch --parsable -w n1 --wrap 'sleep 15'").strip()
     assert wait_job(bed, job) == "RUNNING"
-    result = bed.meshctl("remove-node", "n1")
+    result = bed.meshctl("remove-node", "n1", env=MITOGEN)  # plain: the hostile node's remove-node below
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "Drain the nodes" in result.stdout
     assert "JobState=COMPLETED" in bed.on_head(f"scontrol show job {job}")  # waited, not killed
