@@ -25,8 +25,9 @@ from pathlib import Path
 import netaddr
 import yaml
 
-from meshctl import resources
+from meshctl import resources, settings
 from meshctl.errors import Busy, InventoryError, UsageError
+from meshctl.settings import MANAGED_HOSTVARS, RUN_HOSTVARS
 
 INVENTORY = "mesh.yml"
 LOCK = "mesh.lock"
@@ -38,10 +39,6 @@ PROVIDERS = ("local", *RENTED, "generic")
 ROLES = ("head", "compute")
 STATES = ("pending", "active")
 # Host variables meshctl writes from a node's record; any other a user adds is kept as written.
-MANAGED_HOSTVARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "mesh_provider",
-                    "meshctl_roles", "meshctl_state", "mesh_address", "ansible_become", "ansible_connection",
-                    "mesh_pod", "meshctl_instance")  # fmt: skip
-RUN_HOSTVARS = ("mesh_hw",)  # what a run's inventory sets from recorded facts: never a user's
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machine meshctl runs on
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -616,8 +613,6 @@ class Mesh:
 
     def check_settings(self, inventory_text: str) -> None:
         """Refuse a setting no role or meshctl knows, or of the wrong type (meshctl/settings.py)."""
-        from meshctl import settings
-
         problems = settings.check(self.path, inventory_text)
         if problems:
             first = problems[0]

@@ -203,13 +203,12 @@ def read_spec(path: Path) -> dict:
     return spec
 
 
-def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, authorized: Path | None, progress,
+def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, authorized: Path | None, converge,
                   say=print, launch_timeout: float = cloud.LAUNCH_TIMEOUT) -> Node:  # fmt: skip
     """Launch NAME again as its spec says, reach it with the head's key (KEY_FILE), authorize the
     control machine's key on it (AUTHORIZED), record it in the head's mesh and converge it and the
-    head (apply --limit NAME). A new instance that cannot be set up is terminated (it would bill)."""
-    from meshctl import membership
-
+    head: ``converge(mesh, nodes, mesh_vars, NAME)`` (the command passes ``apply --limit NAME``).
+    A new instance that cannot be set up is terminated (it would bill)."""
     spec = read_spec(spec_file)
     with mesh.lock(f"relaunch {name}", wait=600):
         nodes, mesh_vars = mesh.load()
@@ -241,7 +240,7 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
             mesh.save(nodes, mesh_vars)
             write_record(mesh, name, ref, node.host, node.port)
             say(f"{name}: {ref} runs at {node.host}:{node.port}; setting it up (apply --limit {name})")
-            membership.apply(mesh, nodes, mesh_vars, progress, limit=name)
+            converge(mesh, nodes, mesh_vars, name)
         except MeshctlError as exc:
             try:
                 cloud.terminate(mesh, mesh_vars, ref)

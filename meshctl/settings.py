@@ -64,13 +64,19 @@ def ours(key: str) -> bool:
     return key.startswith(namespaces()) or bool(difflib.get_close_matches(key, sorted(known()), n=1, cutoff=NEAR))
 
 
+# What mesh.yml records of each node (meshctl writes them; a user's settings may not), and what a
+# run's inventory sets from recorded facts (never a user's). meshctl/mesh.py reads and writes them.
+MANAGED_HOSTVARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "mesh_provider",
+                    "meshctl_roles", "meshctl_state", "mesh_address", "ansible_become", "ansible_connection",
+                    "mesh_pod", "meshctl_instance")  # fmt: skip
+RUN_HOSTVARS = ("mesh_hw",)
+
+
 @cache
 def known() -> frozenset[str]:
-    from meshctl import mesh
-
     common = resources.plugin("module_utils.mesh_cloud")
     prices = {f"{p}_prices" for p in common.PROVIDERS if common.capabilities(p).price == "setting"}
-    return frozenset({*specs(), *OWN, *prices, *mesh.MANAGED_HOSTVARS, *mesh.RUN_HOSTVARS})
+    return frozenset({*specs(), *OWN, *prices, *MANAGED_HOSTVARS, *RUN_HOSTVARS})
 
 
 def type_problem(value, kind: str | None) -> str | None:

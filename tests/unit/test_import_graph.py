@@ -37,3 +37,8 @@ def test_the_real_package_is_read():
     edges = import_graph.graph()
     assert "meshctl.errors" in edges["meshctl.mesh"]
     assert "meshctl.cli" in edges
+
+
+def test_meshctl_has_no_import_circle():
+    """Issue 40: layers import downward only; a circle is the first sign of an upward import."""
+    assert import_graph.cycles(import_graph.graph()) == []

@@ -229,6 +229,10 @@ def test_the_heads_key_is_registered_once_by_its_own_name(lam):
         relaunch.register_key(api, public)
 
 
+def never_converged(*_args):
+    raise AssertionError("no instance was reached: nothing is to be converged")
+
+
 def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(mesh, lam, tmp_path):
     old = lambda_node(mesh, lam, "gpu2")
     lam.backend.terminate(old)
@@ -240,15 +244,15 @@ def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(m
     before = mesh.inventory.read_text()
     lam.backend.capacity = 0
     with pytest.raises(MeshctlError) as caught:
-        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
     assert caught.value.exit_code == 8 and "capacity" in str(caught.value).lower()
     assert mesh.inventory.read_text() == before and spec.is_file()  # asked again by the next job
     with pytest.raises(UsageError, match="is no node the head launches again"):
-        relaunch.relaunch_node(mesh, "head", spec, key, None, Notes(), say=lambda _m: None)
+        relaunch.relaunch_node(mesh, "head", spec, key, None, never_converged, say=lambda _m: None)
     for bad in ({}, {"instance_type": "gpu_1x_a10; reboot", "region": "us-east-1"}, {"instance_type": 1}):
         spec.write_text(json.dumps(bad))
         with pytest.raises(UsageError, match="no instance type"):
-            relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+            relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
 
 
 def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path, monkeypatch):
@@ -264,7 +268,7 @@ def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path,
 
     monkeypatch.setattr(cloud, "wait_for_ssh", no_ssh)
     with pytest.raises(MeshctlError) as caught:
-        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, Notes(), say=lambda _m: None)
+        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
     launched = [m for m in lam.backend.machines.values() if m.id != old.id]
     assert len(launched) == 1 and launched[0].state == "terminated" and launched[0].name == "gpu2"
     assert f"lambda:{launched[0].id} was terminated" in caught.value.hint
@@ -289,3 +293,12 @@ def test_the_launch_spec_is_read_from_plain_files_only(tmp_path, kind):
         spec.write_text('{"instance_type": "gpu_1x_a10", "region": "us-east-1", "x": "' + "a" * 70000 + '"}')
     with pytest.raises(UsageError, match="cannot read the launch spec"):
         relaunch.read_spec(spec)
+
+
+def test_the_head_sets_up_a_relaunched_node_with_apply_limited_to_it(monkeypatch):
+    from meshctl.commands import relaunch_node as command
+
+    calls = []
+    monkeypatch.setattr(command.membership, "apply", lambda *a, **kw: calls.append((a[:3], kw["limit"])))
+    command.converge("mesh", ["nodes"], {"vars": 1}, "gpu2")
+    assert calls == [(("mesh", ["nodes"], {"vars": 1}), "gpu2")]
