@@ -51,8 +51,8 @@ secrets/
 
 GROUP_VARS_ALL = """---
 # Mesh-wide settings, read by every role (see each role's README for its variables).
-# The tailnet every mesh address lies in.
-mesh_tailnet_cidr: 100.64.0.0/10
+# The tailnet every mesh address lies in (role mesh's default: Tailscale's 100.64.0.0/10).
+# mesh_tailnet_cidr: 100.64.0.0/10
 
 # Job users: the same accounts (name, UID, group) on every node and a folder each on the share
 # (roles/job_users/README.md). Uncomment, then `meshctl apply`.

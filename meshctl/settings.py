@@ -23,7 +23,7 @@ import yaml
 from meshctl import resources
 
 # Keys meshctl itself reads or writes that no role declares.
-OWN = ("idle_stop", "idle_terminate", "mesh_tailnet_cidr", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
+OWN = ("idle_stop", "idle_terminate", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
 NEAR = 0.85  # how alike a name must be to a known one to be taken for a misspelling of it
 TRUE_WORDS = ("true", "yes", "on", "1", "false", "no", "off", "0")
 

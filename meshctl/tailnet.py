@@ -265,9 +265,10 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False
     return rotation_rows(members, result)
 
 
-# The range Tailscale gives its nodes' IPv4 addresses (CGNAT space); group_vars' mesh_tailnet_cidr
-# narrows or moves it (a Headscale with its own prefixes).
-TAILNET_CIDR = "100.64.0.0/10"
+# The range Tailscale gives its nodes' IPv4 addresses (CGNAT space), as role mesh's default
+# mesh_tailnet_cidr says; group_vars' mesh_tailnet_cidr narrows or moves it (a Headscale with its
+# own prefixes).
+TAILNET_CIDR = str(resources.role_defaults("mesh")["mesh_tailnet_cidr"])
 
 
 def tailnet_cidr(mesh: Mesh | None) -> netaddr.IPNetwork:
