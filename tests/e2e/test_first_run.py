@@ -80,7 +80,7 @@ def test_a_debian_13_node_is_refused_with_the_fix_then_its_dry_run_passes(bed):
     assert refused.returncode == 5, refused.stdout[-3000:] + refused.stderr
     assert "set slurm_build_packages: true" in refused.stderr  # the refusal names the fix
     settings = root / "lab" / "group_vars" / "all.yml"
-    data = yaml.safe_load(settings.read_text())
+    data = yaml.safe_load(settings.read_text()) or {}  # init writes comments only
     settings.write_text(settings.read_text() + "slurm_build_packages: true\n")
     assert data.get("slurm_build_packages") is None
     passed = meshctl(root, "add-node", f"root@{NEW13.address}", "--name", "n13", "--ssh-key", str(key),
