@@ -86,6 +86,14 @@ def node_named(nodes: list[Node], name: str) -> Node:
     return node
 
 
+def head_of(nodes: list[Node]) -> Node:
+    """The mesh's head (the first node with role head)."""
+    heads = [n for n in nodes if "head" in n.roles]
+    if not heads:
+        raise InventoryError("the mesh has no head", hint="recreate it with `meshctl init --head ...`")
+    return heads[0]
+
+
 def parse_target(text: str, default_user: str = "root") -> Target:
     """``[USER@]HOST[:PORT]``; IPv6 hosts go in brackets: ``root@[fd7a::1]:22``."""
     user, _, rest = text.rpartition("@")

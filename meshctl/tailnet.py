@@ -1,4 +1,5 @@
-"""The mesh's Tailscale auth key: read it safely, store it atomically, rotate it on every node.
+"""The mesh's tailnet: its auth key read safely and stored atomically, its options, its address range,
+the addresses nodes report (rotating the key on every node is ``meshctl.ops.rotate_authkey``).
 
 The key is read from a file or a hidden prompt (never from the command line), checked for shape
 with the tailscale role's own ``auth_key_kind`` (one copy of the rule), and written to
@@ -12,15 +13,14 @@ import re
 import stat
 import sys
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import netaddr
 import yaml
 
-from meshctl import display, resources, runner, vault
-from meshctl.errors import InventoryError, PartialError, PlaybookError, UsageError
+from meshctl import display, resources
+from meshctl.errors import InventoryError, UsageError
 from meshctl.mesh import Mesh, Node
 from meshctl.vault import Vault, read_secret, write_secret
 
@@ -144,61 +144,6 @@ def stored_key(mesh: Mesh, vault: Vault | None = None) -> str:
         ) from None
 
 
-@dataclass
-class RotationRow:
-    node: str
-    before: str
-    after: str
-    action: str
-    result: str
-    ok: bool
-
-
-def _state(facts: dict | None) -> str:
-    if not facts:
-        return "?"
-    return f"{facts.get('backend_state', '?')} {facts.get('ipv4') or '-'}"
-
-
-ACTIONS = {
-    "none": "kept its login",
-    "join": "joined",
-    "reauth": "logged in again",
-    "rename": "renamed",
-}
-
-
-def rotation_rows(nodes: list[Node], result: runner.RunResult) -> list[RotationRow]:
-    """One row per tailnet node from the run's reports and failures."""
-    failures: dict[str, runner.Failure] = {}
-    for failure in result.failures:
-        failures.setdefault(failure.host, failure)
-    rows = []
-    for node in nodes:
-        report = result.reports.get(node.name)
-        failure = failures.get(node.name)
-        stats = result.stats.get(node.name, {})
-        before = _state(report.get("before")) if report else "?"
-        after = _state(report.get("after")) if report else "?"
-        action = ACTIONS.get(report.get("action"), report.get("action")) if report else "-"
-        if report and report.get("key_updated"):
-            action += ", new key file"
-        old_ip = (report or {}).get("before", {}).get("ipv4")
-        new_ip = (report or {}).get("after", {}).get("ipv4")
-        if stats.get("unreachable"):
-            text = f"UNREACHABLE ({failure.message if failure else 'no answer'}): re-run when it is back"
-        elif report and old_ip and new_ip and old_ip != new_ip:
-            text = f"IP CHANGED {old_ip} -> {new_ip}: run `meshctl apply` so Slurm and NFS use it"
-        elif failure:
-            text = f"FAILED at '{failure.task}': {failure.message}"
-        elif report and report.get("after", {}).get("backend_state") == "Running":
-            text = "ok"
-        else:
-            text = "no report (did the play reach this node?)"
-        rows.append(RotationRow(node.name, before, after, action, text, text == "ok"))
-    return rows
-
-
 def require_tailscale(mesh_vars: dict) -> None:
     if not uses_tailscale(mesh_vars):
         raise InventoryError(
@@ -240,31 +185,6 @@ def group_vars_text(tags: list[str], login_server: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def require_active(nodes: list[Node]) -> list[Node]:
-    members = [n for n in nodes if n.state == "active"]
-    if not members:
-        raise InventoryError("the mesh has no active node to rotate", hint="add nodes with `meshctl add-node`")
-    return members
-
-
-def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
-    """Run rotate_authkey.yml on every active tailnet node; one row per node (``require_rotated`` judges)."""
-    require_tailscale(mesh_vars)
-    members = require_active(nodes)
-    result = runner.run_playbook(
-        "rotate_authkey.yml",
-        mesh.run_inventory(nodes, mesh_vars),
-        mesh.path,
-        limit=runner.limit_to(n.name for n in members),
-        verbosity=verbosity,
-        known_hosts=mesh.known_hosts,
-        progress=progress,
-        extravars={"tailscale_force_reauth": True} if force else None,
-        vault_id=mesh_vars.get(vault.MESH_VAR),
-    )
-    return rotation_rows(members, result)
-
-
 # The range Tailscale gives its nodes' IPv4 addresses (CGNAT space), as role mesh's default
 # mesh_tailnet_cidr says; group_vars' mesh_tailnet_cidr narrows or moves it (a Headscale with its
 # own prefixes).
@@ -287,9 +207,10 @@ def tailnet_cidr(mesh: Mesh | None) -> netaddr.IPNetwork:
                              hint=f"use a CIDR such as {TAILNET_CIDR}") from None  # fmt: skip
 
 
-def record_addresses(nodes: list[Node], result: runner.RunResult, everyone: list[Node] = (),
+def record_addresses(nodes: list[Node], reports: dict, everyone: list[Node] = (),
                      cidr: netaddr.IPNetwork | None = None) -> list[str]:  # fmt: skip
-    """Write each node's tailnet IPv4 (from the tailscale role's report) into its record.
+    """Write each node's tailnet IPv4 (from the tailscale role's report in a run's ``reports``) into
+    its record.
 
     The address is what the node says: it is recorded only when it is an IPv4 host address inside
     the tailnet's range (``cidr``) that no other node of ``everyone`` has; else the node keeps its
@@ -299,7 +220,7 @@ def record_addresses(nodes: list[Node], result: runner.RunResult, everyone: list
     cidr = cidr or netaddr.IPNetwork(TAILNET_CIDR)
     notes = []
     for node in nodes:
-        report = result.reports.get(node.name) or {}
+        report = reports.get(node.name) or {}
         reported = (report.get("after") or {}).get("ipv4") if isinstance(report.get("after"), dict) else None
         if not reported or reported == node.mesh_address:
             continue
@@ -327,20 +248,3 @@ def address_problem(reported: object, node: Node, everyone, cidr: netaddr.IPNetw
     if holder:
         return f"it is {holder}'s mesh address"
     return None
-
-
-def require_rotated(rows: list[RotationRow]) -> None:
-    behind = [r.node for r in rows if not r.ok]
-    down = {r.node: r.result for r in rows if r.result.startswith("UNREACHABLE")}
-    if behind and set(behind) == set(down):
-        raise PartialError(
-            f"{len(behind)} of {len(rows)} nodes could not be reached and are not on the new key: {', '.join(behind)}",
-            hint="the others are; start them and run `meshctl rotate-authkey --stored`",
-            unreachable=down,
-            todo="start it, then `meshctl rotate-authkey --stored`",
-        )
-    if behind:
-        raise PlaybookError(
-            f"{len(behind)} of {len(rows)} nodes are not on the new key: {', '.join(behind)}",
-            hint="the new key is stored; fix what the table says and run `meshctl rotate-authkey --stored`",
-        )

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""meshctl's import graph: which of its modules imports which, and every import circle.
+"""meshctl's import graph: which of its modules imports which, every import circle, every upward import.
 
 Usage: scripts/import_graph.py [--cycles]
 
 Reads the package's sources (no import is executed), counts `import meshctl.x`, `from meshctl import x`
 and `from meshctl.x import y` at any depth of a module (a function-level import is an import too), and
-prints one line per module: the meshctl modules it imports. Then each import circle (strongly connected
-component of more than one module), or "no import circle". Exit 1 when there is a circle.
+prints one line per module: its layer and the meshctl modules it imports. Then each import circle
+(strongly connected component of more than one module), or "no import circle", and each import of a
+module from a higher layer (LAYERS, docs/architecture.md), or "no upward import". Exit 1 when there
+is a circle, an upward import, or a module in no layer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,19 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "meshctl"
+
+# meshctl's layers, top first: a module imports from its own layer or those below it, never above.
+# A name ending in ".*" is every module of that package. Every module must be in one layer.
+LAYERS = (
+    ("command line", ("meshctl.cli", "meshctl.__main__", "meshctl.commands", "meshctl.commands.*",
+                      "meshctl.options", "meshctl.completion", "meshctl.localmesh", "meshctl.localmesh.*")),
+    ("operations", ("meshctl.ops", "meshctl.ops.*")),
+    ("Ansible session", ("meshctl.session", "meshctl.runner", "meshctl.quickread")),
+    ("model, store, providers", ("meshctl.mesh", "meshctl.settings", "meshctl.vault", "meshctl.headcopy",
+                                 "meshctl.cloud", "meshctl.tailnet", "meshctl.preflight", "meshctl.slurm",
+                                 "meshctl.hardware", "meshctl.health", "meshctl.hostkeys", "meshctl.ssh")),
+    ("foundation", ("meshctl", "meshctl.errors", "meshctl.resources", "meshctl.display")),
+)  # fmt: skip
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -78,18 +93,49 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def layer_of(name: str, layers=LAYERS) -> int | None:
+    """The index of NAME's layer in LAYERS (0 is the top), None when it is in none."""
+    for index, (_title, members) in enumerate(layers):
+        for member in members:
+            if name == member or (member.endswith(".*") and name.startswith(member[:-1])):
+                return index
+    return None
+
+
+def upward(edges: dict[str, set[str]], layers=LAYERS) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import of a module from a higher layer."""
+    found = []
+    for name in sorted(edges):
+        mine = layer_of(name, layers)
+        for other in sorted(edges[name]):
+            theirs = layer_of(other, layers)
+            if mine is not None and theirs is not None and theirs < mine:
+                found.append((name, other))
+    return found
+
+
 def main(argv: list[str]) -> int:
     edges = graph()
+    unplaced = sorted(name for name in edges if layer_of(name) is None)
     if "--cycles" not in argv:
         width = max(len(name) for name in edges)
         for name in sorted(edges):
-            print(f"{name:<{width}}  -> {', '.join(sorted(edges[name])) or '-'}")
+            layer = layer_of(name)
+            title = LAYERS[layer][0] if layer is not None else "NO LAYER"
+            print(f"{name:<{width}}  [{title}] -> {', '.join(sorted(edges[name])) or '-'}")
     circles = cycles(edges)
     for circle in circles:
         print("import circle: " + " <-> ".join(circle))
     if not circles:
         print("no import circle")
-    return 1 if circles else 0
+    ups = upward(edges)
+    for name, other in ups:
+        print(f"upward import: {name} ({LAYERS[layer_of(name)][0]}) imports {other} ({LAYERS[layer_of(other)][0]})")
+    if not ups:
+        print("no upward import")
+    for name in unplaced:
+        print(f"in no layer: {name} (add it to LAYERS in scripts/import_graph.py)")
+    return 1 if circles or ups or unplaced else 0
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from meshctl import cloud, display, membership, runner
+from meshctl import cloud, display, runner
 from meshctl.mesh import Mesh
+from meshctl.ops import add
 from meshctl.options import (
     mesh_address_option,
     mesh_option,
@@ -35,16 +36,14 @@ def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, v
     mesh = Mesh.find(mesh_dir)
     with mesh.lock(f"add-node {target}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        plan = membership.plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
+        plan = add.plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
         display.preflight_table(plan.report)
         what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
         kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""
         display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
         if plan.cloud == "COMMUNITY":
             display.echo(cloud.THIRD_PARTY_HOST)
-        result = membership.add_node(
-            mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity
-        )
+        result = add.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
     for note in result.notes:
         display.echo(note)
     if dry_run:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, display, membership, runner
+from meshctl import completion, display, runner
 from meshctl.mesh import Mesh
+from meshctl.ops import apply
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -25,7 +26,7 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock("apply", wait=wait):
         nodes, mesh_vars = mesh.load()
-        result = membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+        result = apply.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
     for note in result.notes:
         display.echo(note)
     if not check:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, display, membership, resources, runner
+from meshctl import completion, display, resources, runner
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, node_named
+from meshctl.mesh import Mesh, head_of, node_named
+from meshctl.ops import apply
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -41,9 +42,9 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
         before = node.extra.get("idle_stop")
         node.extra["idle_stop"] = False if off else duration
         mesh.save(nodes, mesh_vars)
-        head = membership.head_of(nodes)
+        head = head_of(nodes)
         try:
-            membership.apply(mesh, nodes, mesh_vars, runner.Progress(), head.name, verbosity=verbosity)
+            apply.apply(mesh, nodes, mesh_vars, runner.Progress(), head.name, verbosity=verbosity)
         except BaseException:
             if before is None:
                 node.extra.pop("idle_stop")

@@ -9,9 +9,9 @@ from dataclasses import asdict
 import click
 
 from meshctl import display, runner
-from meshctl import doctor as doctor_lib
 from meshctl.errors import PartialError
 from meshctl.mesh import Mesh
+from meshctl.ops import doctor as doctor_lib
 from meshctl.options import json_option, mesh_option, verbose_option
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from meshctl import display, importing, membership, tailnet, vault
+from meshctl import display, tailnet, vault
+from meshctl.ops import importing, init
 from meshctl.options import mesh_address_option, provider_option, ssh_key_option
 
 
@@ -59,7 +60,7 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
         display.echo(f"mesh created in {mesh.path} with {len(nodes)} nodes (pending)")
         display.echo("next: meshctl apply  (sets up the head and every node)")
         return
-    mesh, node, report = membership.init_mesh(
+    mesh, node, report = init.init_mesh(
         Path(directory), head, name, ssh_key, provider, address,
         tailscale_key=key, tags=tags, login_server=login_server, vault_id=chosen_vault,
     )  # fmt: skip

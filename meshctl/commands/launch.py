@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from meshctl import cloud, display, membership, runner
+from meshctl import cloud, display, runner
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, check_name
+from meshctl.ops import add
 from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 
 FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
@@ -95,9 +96,9 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
     try:
         with mesh.lock(f"launch {name}", wait=wait):
             nodes, mesh_vars = mesh.load()
-            plan = membership.plan_add(mesh, nodes, target, name, None, ssh_key, None, mesh_vars)
+            plan = add.plan_add(mesh, nodes, target, name, None, ssh_key, None, mesh_vars)
             display.preflight_table(plan.report)
-            membership.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), verbosity=verbosity)
+            add.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), verbosity=verbosity)
     except MeshctlError as exc:
         exc.hint = (exc.hint + "; " if exc.hint else "") + (
             f"the instance {target} runs and bills: `meshctl add-node {target} --name {name}` retries, "

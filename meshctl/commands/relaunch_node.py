@@ -6,15 +6,11 @@ from pathlib import Path
 
 import click
 
-from meshctl import display, membership, relaunch, runner
+from meshctl import display
 from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh, check_name
+from meshctl.ops import relaunch
 from meshctl.options import mesh_option
-
-
-def converge(mesh, nodes, mesh_vars, name: str) -> None:
-    """The new instance and the head set up: `apply --limit NAME`."""
-    membership.apply(mesh, nodes, mesh_vars, runner.Progress(), limit=name)
 
 
 @click.command("relaunch-node", hidden=True)
@@ -37,7 +33,7 @@ def command(spool, state, key_file, authorized, mesh_dir) -> None:
         try:
             check_name(name)
             relaunch.relaunch_node(mesh, name, state / f"{name}.json", key_file,
-                                   authorized / f"{name}.pub" if authorized else None, converge,
+                                   authorized / f"{name}.pub" if authorized else None,
                                    say=display.echo)  # fmt: skip
             display.echo(f"{name}: launched again and set up; its slurmd registers by itself")
         except MeshctlError as exc:

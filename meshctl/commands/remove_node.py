@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, display, membership, runner
+from meshctl import completion, display, runner
 from meshctl.mesh import Mesh
+from meshctl.ops import remove
 from meshctl.options import confirm, mesh_option, verbose_option, wait_option, yes_option
 
 
@@ -31,6 +32,6 @@ def command(name, force, timeout, terminate, yes, mesh_dir, wait, verbosity) -> 
         node = next((n for n in nodes if n.name == name), None)
         if terminate and node is not None and node.instance:
             confirm(f"delete {node.instance} at its provider after {name} leaves? Its disk goes with it", yes)
-        membership.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
+        remove.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
                                verbosity=verbosity, terminate=terminate)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

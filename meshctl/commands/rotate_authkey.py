@@ -8,6 +8,7 @@ import click
 
 from meshctl import display, runner, tailnet, vault
 from meshctl.mesh import Mesh
+from meshctl.ops import rotate_authkey
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -32,7 +33,7 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
     with mesh.lock("rotate-authkey", wait=wait):
         nodes, mesh_vars = mesh.load()
         tailnet.require_tailscale(mesh_vars)
-        tailnet.require_active(nodes)  # before a new key replaces the stored one
+        rotate_authkey.require_active(nodes)  # before a new key replaces the stored one
         if stored:
             if key_file:
                 raise click.UsageError("--stored and --key-file exclude each other")
@@ -49,11 +50,11 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
             path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
             how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
             display.echo(f"new {kind} key stored in {path} ({how})")
-        rows = tailnet.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
+        rows = rotate_authkey.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
     display.table(
         "Auth key rotation",
         ["node", "before", "after", "action", "result"],
         [[r.node, r.before, r.after, r.action, r.result] for r in rows],
     )
-    tailnet.require_rotated(rows)
+    rotate_authkey.require_rotated(rows)
     display.echo(f"all {len(rows)} nodes are on the new key")

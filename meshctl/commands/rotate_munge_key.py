@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from meshctl import display, munge, runner
+from meshctl import display, runner
 from meshctl.mesh import Mesh
+from meshctl.ops import rotate_munge_key
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -22,9 +23,9 @@ def command(mesh_dir, wait, verbosity) -> None:
     mesh = Mesh.find(mesh_dir)
     with mesh.lock("rotate-munge-key", wait=wait):
         nodes, mesh_vars = mesh.load()
-        result = munge.rotate(mesh, nodes, mesh_vars, runner.Progress(), verbosity)
+        result = rotate_munge_key.rotate(mesh, nodes, mesh_vars, runner.Progress(), verbosity)
     reached = sorted(h for h in result.stats if h != "localhost")
     # The key's copy is no_log (its result, "changed" included, is hidden): the restart says it changed.
     restarted = sorted(h for h, tasks in result.changed.items() if any("Restart munge" in t for t in tasks))
-    display.echo(f"new munge key stored in {munge.key_path(mesh)} and installed on {', '.join(reached)}; "
+    display.echo(f"new munge key stored in {rotate_munge_key.key_path(mesh)} and installed on {', '.join(reached)}; "
                  f"munged restarted on {', '.join(restarted) or 'none (they had it)'}")  # fmt: skip

@@ -7,9 +7,10 @@ import json
 
 import click
 
-from meshctl import display, membership
+from meshctl import display
 from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh
+from meshctl.ops import status as status_op
 from meshctl.options import json_option, mesh_option, verbose_option
 
 
@@ -21,7 +22,7 @@ class Unhealthy(MeshctlError):
 @click.option(
     "--timeout",
     type=click.IntRange(1, 120),
-    default=membership.STATUS_CONNECT_TIMEOUT,
+    default=status_op.STATUS_CONNECT_TIMEOUT,
     show_default=True,
     help="Seconds to wait for a node's SSH before calling it unreachable (raise it for slow links).",
 )
@@ -32,7 +33,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
-    rows, mlflow, healthy = membership.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
+    rows, mlflow, healthy = status_op.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
     priced = any(r.price_per_hour is not None for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:

@@ -7,8 +7,8 @@ import json
 import click
 
 from meshctl import display
-from meshctl import usage as usage_lib
 from meshctl.mesh import Mesh
+from meshctl.ops import usage as usage_lib
 from meshctl.options import json_option, mesh_option, verbose_option
 
 

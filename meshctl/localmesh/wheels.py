@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import relaunch, resources
+from meshctl import headcopy, resources
 from meshctl.errors import EnvironmentProblem
 from meshctl.localmesh import cache, images
 
@@ -61,7 +61,7 @@ def requirement_sets() -> dict[str, list[str]]:
     return {
         "mlflow": [mlflow_package()],
         "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
-        "power_save": relaunch.requirements(),
+        "power_save": headcopy.requirements(),
     }
 
 

@@ -112,7 +112,7 @@ def head_copy(inventory, head, key_file, relaunched, leaving=(), drop_vars=("mes
         raise PowerSaveError("mesh.yml has no all.hosts")
     copy = {"all": dict(inventory["all"])}
     copy["all"]["vars"] = {k: v for k, v in (inventory["all"].get("vars") or {}).items() if k not in drop_vars}
-    copy["all"]["vars"]["meshctl_head_copy"] = True  # meshctl there hands no copy on (meshctl/relaunch.py)
+    copy["all"]["vars"]["meshctl_head_copy"] = True  # meshctl there hands no copy on (meshctl/headcopy.py)
     hosts = {}
     for name, hv in inventory["all"]["hosts"].items():
         if name in leaving:

@@ -7,9 +7,10 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from meshctl import membership, preflight, runner
+from meshctl import preflight, runner
 from meshctl.cli import cli
 from meshctl.mesh import Mesh, Node
+from meshctl.ops import joining
 from tests.hwfacts import NO_GPU
 
 PROBE = {"sudo": "root", "os_id": "debian", "os_name": "Debian 12", "arch": "x86_64", "disk_free_mb": "9000",
@@ -276,8 +277,8 @@ def test_remove_node_refuses_the_head(mesh):
 
 
 def test_sanitize_name():
-    assert membership.sanitize_name("Box_7.example.com") == "box-7"
-    assert membership.sanitize_name("desk") == "desk"
+    assert joining.sanitize_name("Box_7.example.com") == "box-7"
+    assert joining.sanitize_name("desk") == "desk"
 
 
 def test_ctrl_c_during_the_run_leaves_a_consistent_inventory(mesh, fake_preflight, monkeypatch, capsys):

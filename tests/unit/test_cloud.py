@@ -525,19 +525,20 @@ def test_waiting_for_ssh_gives_up_with_what_to_do():
 
 
 def test_remove_node_terminate_refuses_a_node_without_an_instance_before_changing_anything(mesh):
-    from meshctl import membership
+    from meshctl.ops import remove
 
     nodes, mesh_vars = mesh.load()
     nodes.append(Node("cpu1", "10.0.0.5", state="active", mesh_address="10.0.0.5"))
     mesh.save(nodes, mesh_vars)
     before = mesh.inventory.read_text()
     with pytest.raises(UsageError, match="--terminate: cpu1 is no provider's instance"):
-        membership.remove_node(mesh, *mesh.load(), "cpu1", False, 0, None, terminate=True)
+        remove.remove_node(mesh, *mesh.load(), "cpu1", False, 0, None, terminate=True)
     assert mesh.inventory.read_text() == before
 
 
 def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runpod, monkeypatch):
-    from meshctl import membership, runner
+    from meshctl import runner
+    from meshctl.ops import remove
 
     pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
     ran = []
@@ -548,7 +549,7 @@ def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runp
 
     monkeypatch.setattr(runner, "run_playbook", fake_run)
     said = []
-    membership.remove_node(mesh, *mesh.load(), "gpu1", False, 0, None, say=said.append, terminate=True)
+    remove.remove_node(mesh, *mesh.load(), "gpu1", False, 0, None, say=said.append, terminate=True)
     assert ran == ["remove_node.yml"] and pod.state == "terminated"
     assert [n.name for n in mesh.load()[0]] == ["head"]
     assert said[-1] == f"gpu1: instance runpod:{pod.id} deleted at its provider"
@@ -588,7 +589,8 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     """apply's first step: the provider says where the instance runs now; the node is recorded
     there and the host keys known for its old address are carried over (the machine must still
     show one of them: SSH checks it)."""
-    from meshctl import hostkeys, membership
+    from meshctl import hostkeys
+    from meshctl.ops import apply
 
     pod, nodes, mesh_vars = pod_node(mesh, runpod, "trainer")
     key = tmp_path / "hostkey"
@@ -596,12 +598,12 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     public = key.with_suffix(".pub").read_text().split()
     mesh.known_hosts.write_text(f"{pod.ip} {public[0]} {public[1]}\n")
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == []  # where it was recorded: nothing to do
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == []  # where it was recorded: nothing to do
     runpod.backend.stop(pod)
     runpod.backend.start(pod, new_port=True)  # Runpod: another SSH port after a start
     nodes, mesh_vars = mesh.load()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, check=True) == []  # a dry run records nothing
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, check=True) == []  # a dry run records nothing
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
     again = {n.name: n for n in mesh.load()[0]}["trainer"]
     assert (again.host, again.port) == (pod.ip, pod.port) and pod.port != 22
     assert (
@@ -611,4 +613,4 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     )
     assert f"trainer: runpod runs it at {pod.ip}:{pod.port} now (recorded {pod.ip}:22)" in notes.lines[-1]
     runpod.backend.stop(pod)  # stopped: no address to follow, the record stays
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
+    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []

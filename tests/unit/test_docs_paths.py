@@ -33,3 +33,36 @@ def test_paths_are_read_from_backticks_only():
 def test_every_path_a_document_names_exists(doc):
     missing = sorted(p for p in named_paths(doc.read_text()) if not (REPO / p).exists())
     assert missing == [], f"{doc.relative_to(REPO)} names what is not there: {missing}"
+
+
+# "`path` (`name`", "`path`, `name`" and "`name` in `path`": a document says the file PATH holds NAME.
+HELD_RE = re.compile(r"`([^`\s]+)`(?: \(|, )`([A-Za-z_][A-Za-z0-9_.]*)`|`([A-Za-z_][A-Za-z0-9_.]*)` in `([^`\s]+)`")
+
+
+def held_names(text: str) -> set[tuple[str, str]]:
+    """(path, name) for each project file TEXT says holds a name (a function, a variable, a class)."""
+    found = set()
+    for path_a, name_a, name_b, path_b in HELD_RE.findall(text):
+        path, name = (path_a, name_a) if path_a else (path_b, name_b)
+        if PATH_RE.match(path) and not path.endswith("/") and not re.search(r"\.(py|ya?ml|md|j2|json)$", name):
+            found.add((path, name.split(".")[-1]))
+    return found
+
+
+def test_held_names_are_read_from_both_phrasings():
+    text = (
+        "`meshctl/health.py` (`record_problem`), `mlflow_port` in `roles/mlflow/defaults/main.yml`; `x` (y), "
+        "`meshctl/slurm.py`, `resting_state`"
+    )
+    assert held_names(text) == {("meshctl/health.py", "record_problem"), ("roles/mlflow/defaults/main.yml",
+                                                                          "mlflow_port"),
+                                ("meshctl/slurm.py", "resting_state")}  # fmt: skip
+
+
+def test_every_one_place_docs_architecture_names_holds_what_it_says():
+    """Issue 40: docs/architecture.md's "one place" for each fact is a file that holds that name."""
+    held = held_names((REPO / "docs" / "architecture.md").read_text())
+    assert len(held) >= 8
+    wrong = sorted(f"{path}: {name}" for path, name in held
+                   if (REPO / path).is_file() and name not in (REPO / path).read_text())  # fmt: skip
+    assert wrong == [], f"docs/architecture.md says these files hold names they do not: {wrong}"

@@ -1,5 +1,5 @@
 """meshctl doctor: iperf3's output read on the node (module mesh_netprobe), the tailnet path of a
-link, and what meshctl accepts of the nodes' reports (meshctl/doctor.py)."""
+link, and what meshctl accepts of the nodes' reports (meshctl/ops/doctor.py)."""
 
 import json
 import os
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from meshctl import doctor, resources
+from meshctl import resources
+from meshctl.ops import doctor
 from tests.conftest import fixture_text
 
 NAMES = {"head", "gpu1", "cpu1"}
@@ -149,7 +150,7 @@ def test_doctor_on_one_node_says_two_are_needed_before_running_anything(mesh, mo
 
 
 def test_the_allreduce_not_run_says_what_stopped_the_head():
-    from meshctl import doctor
+    from meshctl.ops import doctor
 
     assert doctor.allreduce_of(None).error == "not run (the head could not be reached)"
     said = doctor.allreduce_of(None, "Start iperf3: iperf3: command not found").error

@@ -1,4 +1,4 @@
-"""scripts/import_graph.py: meshctl's import graph read from its sources, and its circles."""
+"""scripts/import_graph.py: meshctl's import graph read from its sources, its circles, its layers."""
 
 from __future__ import annotations
 
@@ -42,3 +42,18 @@ def test_the_real_package_is_read():
 def test_meshctl_has_no_import_circle():
     """Issue 40: layers import downward only; a circle is the first sign of an upward import."""
     assert import_graph.cycles(import_graph.graph()) == []
+
+
+def test_an_import_from_a_higher_layer_is_found_and_a_lower_or_equal_one_is_not():
+    layers = (("top", ("p.cli", "p.commands.*")), ("middle", ("p.ops.*",)), ("bottom", ("p.mesh", "p.errors")))
+    edges = {"p.cli": {"p.ops.add"}, "p.commands.apply": {"p.mesh"}, "p.ops.add": {"p.ops.init", "p.mesh"},
+             "p.ops.init": {"p.commands.apply"}, "p.mesh": {"p.errors", "p.cli"}, "p.errors": set()}  # fmt: skip
+    assert import_graph.upward(edges, layers) == [("p.mesh", "p.cli"), ("p.ops.init", "p.commands.apply")]
+    assert import_graph.layer_of("p.commands.apply", layers) == 0 and import_graph.layer_of("p.x", layers) is None
+
+
+def test_meshctl_imports_downward_only_and_every_module_has_a_layer():
+    """Issue 40: command line -> operations -> Ansible session -> model, store, providers -> foundation."""
+    edges = import_graph.graph()
+    assert import_graph.upward(edges) == []
+    assert [name for name in edges if import_graph.layer_of(name) is None] == []

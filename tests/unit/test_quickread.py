@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from meshctl import membership, quickread, runner
+from meshctl import quickread, runner, session
 from meshctl.mesh import Mesh, Node
 
 REQUEST = {
@@ -158,7 +158,7 @@ def test_an_apply_records_what_status_reads_only_for_nodes_it_finished(mesh, mon
                                 status_requests={"head": HEAD_REQUEST, "gpu1": REQUEST})  # fmt: skip
 
     monkeypatch.setattr(runner, "run_playbook", fake_run)
-    membership.run(mesh, nodes, mesh_vars, "site.yml", runner.Progress(live=False, out=io.StringIO()))
+    session.run(mesh, nodes, mesh_vars, "site.yml", runner.Progress(live=False, out=io.StringIO()))
     assert mesh.load_status_requests() == {"head": HEAD_REQUEST}
     mesh.forget_facts("head")
     assert mesh.load_status_requests() == {}

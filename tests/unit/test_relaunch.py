@@ -10,9 +10,10 @@ import tarfile
 import pytest
 import yaml
 
-from meshctl import cloud, hostkeys, membership, relaunch, resources
+from meshctl import cloud, headcopy, hostkeys, resources
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Node
+from meshctl.ops import apply, relaunch
 from tests.cloud_standin import KEY, Standin
 
 
@@ -54,24 +55,24 @@ def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, la
     old = lambda_node(mesh, lam, "gpu2")
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []
     lam.backend.terminate(old)  # Slurm terminated it while idle
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []  # none yet
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []  # none yet
     stranger = lam.add("someone-else", "gpu_1x_a10", 1, 1.29)  # another name: never taken for the node
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=records()) == []
+    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=records()) == []
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)  # the head's new instance bears the node's name
     assert new.ip != old.ip and stranger.id != new.id
     rows = {r.id: r.node for r in cloud.machines(mesh, mesh.load()[0], mesh_vars)[0]}
     assert rows == {new.id: "gpu2", stranger.id: None}  # `meshctl machines`: gpu2's, not forgotten
     launched = records(gpu2=f"lambda:{new.id}")
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True, head_record=launched) == []
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == ["gpu2"]
+    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True, head_record=launched) == []
+    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == ["gpu2"]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert (node.host, node.instance, node.user) == (new.ip, f"lambda:{new.id}", "ubuntu")
     assert f"gpu2: launched again by the head as lambda:{new.id} at {new.ip}:22" in notes.lines[-1]
     # The only key trusted there is the one the head met: no first-contact trust.
     assert hostkeys.keys_of(mesh.known_hosts, new.ip, 22) == [HOST_KEY]
-    assert membership.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == []  # once
+    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == []  # once
     assert node.mesh_address == "100.64.0.3"  # its tailnet address: the run's tailscale role says the new one
 
 
@@ -86,7 +87,7 @@ def test_an_instance_bearing_a_nodes_name_that_the_head_did_not_launch_is_not_ta
     planted = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(**launched)) == []
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(**launched)) == []
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert (node.host, node.instance) == (old.ip, f"lambda:{old.id}")
     assert hostkeys.keys_of(mesh.known_hosts, old.ip, 22) == [HOST_KEY]
@@ -97,19 +98,19 @@ def test_an_instance_bearing_a_nodes_name_that_the_head_did_not_launch_is_not_ta
 
 def test_the_heads_record_is_written_with_the_keys_it_met_and_read_as_data(mesh):
     mesh.known_hosts.write_text(f"[192.0.2.7]:2222 {HOST_KEY}\n")
-    relaunch.write_record(mesh, "gpu2", "lambda:i-9", "192.0.2.7", 2222)
-    path = mesh.path / relaunch.RECORDS / "gpu2.json"
+    headcopy.write_record(mesh, "gpu2", "lambda:i-9", "192.0.2.7", 2222)
+    path = mesh.path / headcopy.RECORDS / "gpu2.json"
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     text = path.read_text()
-    assert relaunch.parse_record(text, "gpu2") == {"instance": "lambda:i-9", "host_keys": [HOST_KEY]}
-    assert relaunch.parse_record(text, "gpu3") is None  # another node's
+    assert headcopy.parse_record(text, "gpu2") == {"instance": "lambda:i-9", "host_keys": [HOST_KEY]}
+    assert headcopy.parse_record(text, "gpu3") is None  # another node's
     for bad in (
         "not json",
         "[]",
         json.dumps({"node": "gpu2", "instance": "lambda:i-9", "host_keys": []}),
         json.dumps({"node": "gpu2", "instance": "lambda:i-9", "host_keys": [HOST_KEY + "\n@cert-authority * x"]}),
     ):
-        assert relaunch.parse_record(bad, "gpu2") is None
+        assert headcopy.parse_record(bad, "gpu2") is None
 
 
 def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
@@ -118,9 +119,7 @@ def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(gpu2=f"lambda:{new.id}")) == [
-        "gpu2"
-    ]
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(gpu2=f"lambda:{new.id}")) == ["gpu2"]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert node.host == node.mesh_address == new.ip != old.ip
     assert f"gpu2: mesh address {old.ip} -> {new.ip}" in notes.lines[-1]
@@ -132,17 +131,17 @@ def test_two_instances_bearing_the_name_are_not_guessed_between(mesh, lam):
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
-    assert membership.follow_moves(mesh, nodes, mesh_vars, Notes(), head_record=records(gpu2="lambda:any")) == []
+    assert apply.follow_moves(mesh, nodes, mesh_vars, Notes(), head_record=records(gpu2="lambda:any")) == []
 
 
 def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_where_it_is_unpacked(tmp_path):
-    first, second = relaunch.archive_bytes(), relaunch.archive_bytes()
+    first, second = headcopy.archive_bytes(), headcopy.archive_bytes()
     assert first == second
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
         names = tar.getnames()
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
         tar.extractall(tmp_path, filter="data")
-    assert "meshctl/relaunch.py" in names and "roles/power_save/tasks/control.yml" in names
+    assert "meshctl/ops/relaunch.py" in names and "roles/power_save/tasks/control.yml" in names
     assert "plugins/filter/power_save.py" in names and "playbooks/site.yml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/_data/" in n]
     # Unpacked, it is a checkout: meshctl runs from it and finds its playbooks and roles there.
@@ -154,18 +153,18 @@ def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_wher
 
 def test_control_vars_only_with_a_lambda_node_and_never_on_the_heads_copy(mesh, lam, tmp_path):
     nodes, mesh_vars = mesh.load()
-    assert relaunch.control_vars(nodes, mesh_vars) == {}
+    assert headcopy.control_vars(nodes, mesh_vars) == {}
     lambda_node(mesh, lam, "gpu2")
     nodes, mesh_vars = mesh.load()
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     nodes[-1].ssh_key = str(key)
-    wanted = relaunch.control_vars(nodes, mesh_vars)
+    wanted = headcopy.control_vars(nodes, mesh_vars)
     assert wanted["power_save_control_keys"] == {"gpu2": key.with_suffix(".pub").read_text().strip()}
     assert KEY not in json.dumps(wanted) and "PRIVATE" not in json.dumps(wanted)
     assert any(r.startswith("ansible") for r in wanted["power_save_control_requirements"])
     assert not any(r.startswith(("mitogen", "pytest", "molecule")) for r in wanted["power_save_control_requirements"])
-    assert relaunch.control_vars(nodes, {"meshctl_head_copy": True}) == {}
+    assert headcopy.control_vars(nodes, {"meshctl_head_copy": True}) == {}
 
 
 def test_the_heads_copy_of_mesh_yml(mesh, lam):
@@ -296,9 +295,7 @@ def test_the_launch_spec_is_read_from_plain_files_only(tmp_path, kind):
 
 
 def test_the_head_sets_up_a_relaunched_node_with_apply_limited_to_it(monkeypatch):
-    from meshctl.commands import relaunch_node as command
-
     calls = []
-    monkeypatch.setattr(command.membership, "apply", lambda *a, **kw: calls.append((a[:3], kw["limit"])))
-    command.converge("mesh", ["nodes"], {"vars": 1}, "gpu2")
+    monkeypatch.setattr(relaunch.apply, "apply", lambda *a, **kw: calls.append((a[:3], kw["limit"])))
+    relaunch.converge("mesh", ["nodes"], {"vars": 1}, "gpu2")
     assert calls == [(("mesh", ["nodes"], {"vars": 1}), "gpu2")]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from meshctl import membership, resources
+from meshctl import resources, slurm
 from tests.conftest import FIXTURES, fixture_text
 
 SLURM = resources.plugin("module_utils.mesh_slurm")
@@ -65,7 +65,7 @@ def test_each_state_slurm_printed_is_read_as_slurm_means_it(version, label):
     assert row["state"] in words, (label, row)
     if ready is not None:
         assert row["ready"] is ready, (label, row)
-    assert membership.resting_state(row) == resting, (label, row)
+    assert slurm.resting_state(row) == resting, (label, row)
     for other in table.values():  # every word on every line is one Slurm prints: none becomes unknown
         assert SLURM.parse(other["state"])["known"], other
 

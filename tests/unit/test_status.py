@@ -11,9 +11,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from meshctl import health, membership, resources, runner
+from meshctl import health, resources, runner, slurm
 from meshctl.cli import cli
+from meshctl.errors import PartialError
 from meshctl.mesh import Mesh, Node
+from meshctl.ops import apply as apply_op
+from meshctl.ops import status as status_op
 
 SINFO = {"head": "idle|(null)", "gpu1": "mixed|gpu:rtx_a5000:2", "cpu1": "idle|(null)"}
 TS_JSON = {"BackendState": "{state}", "TUN": True, "Self": {"HostName": "x", "TailscaleIPs": ["{ip}"]}}
@@ -117,7 +120,7 @@ def healthy_reads():
 
 def test_status_reads_every_node_once_and_judges_it(mesh, fake):
     fake.reads = healthy_reads()
-    rows, mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, mlflow, healthy = status_op.status(mesh, *mesh.load())
     assert fake[0]["playbook"] == "status.yml" and fake[0].get("limit") is None
     assert fake[0]["mitogen"] is False  # one read per node: plain Ansible is faster
     assert set(fake[0]["inventory"]["all"]["hosts"]) == {"head", "gpu1", "cpu1"}
@@ -143,7 +146,7 @@ def test_one_down_node_makes_status_fail(mesh, fake):
     assert rows["cpu1"]["slurm"] == "idle"  # Slurm has not noticed yet
     assert "SSH fails" in rows["cpu1"]["error"] and "may have just stopped" in rows["cpu1"]["error"]
     assert "meshctl apply" not in rows["cpu1"]["error"]
-    assert fake[-1]["connect_timeout"] == membership.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
+    assert fake[-1]["connect_timeout"] == status_op.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
     assert "--timeout 5" in rows["cpu1"]["error"]  # a slow link is one of the causes it names
     CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--timeout", "7"])
     assert fake[-1]["connect_timeout"] == 7
@@ -162,7 +165,7 @@ def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
 
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
     fake.reads = {**healthy_reads(), "cpu1": node_read(nfs="fstab-only")}
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert cpu1.healthy and cpu1.problem == "no-nfs-kernel" and "cannot mount NFS" in cpu1.error
     assert healthy
@@ -183,7 +186,7 @@ def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
 )
 def test_each_fault_of_a_node_is_named_with_its_fix(mesh, fake, head, gpu1, problem, says):
     fake.reads = {"head": head, "gpu1": gpu1, "cpu1": node_read()}
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     by = {r.name: r for r in rows}
     assert healthy is False and not by["gpu1"].healthy and by["gpu1"].problem == problem
     assert says in by["gpu1"].error
@@ -202,7 +205,7 @@ def test_each_fault_of_a_node_is_named_with_its_fix(mesh, fake, head, gpu1, prob
 )
 def test_each_fault_of_the_head_is_unhealthy(mesh, fake, head):
     fake.reads = {**healthy_reads(), "head": head}
-    _rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    _rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     assert healthy is False
 
 
@@ -219,7 +222,7 @@ def test_tailnet_column_and_health(tailnet_mesh, fake):
         "gpu1": node_read(tailnet=ts("Running", "100.64.0.2", userspace=True)),  # no TUN device
         "cpu1": node_read(tailnet=ts("NeedsLogin", None)),
     }
-    rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    rows, _mlflow, healthy = status_op.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
     assert by["head"].healthy and by["head"].tailnet == "Running 100.64.0.1"
     assert not by["gpu1"].healthy and "NCCL" in by["gpu1"].error and by["gpu1"].tailnet.endswith("userspace")
@@ -234,7 +237,7 @@ def test_tailscaled_down_or_unreadable_is_unhealthy(tailnet_mesh, fake):
         "gpu1": node_read(tailnet={"rc": 1, "stdout": ""}),
         "cpu1": node_read(tailnet={"rc": 0, "stdout": "not json"}),
     }
-    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    rows, _mlflow, _healthy = status_op.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
     assert by["gpu1"].tailnet == "down -" and by["gpu1"].problem == "tailnet"
     assert by["cpu1"].tailnet == "unreadable -" and by["cpu1"].problem == "tailnet"
@@ -249,13 +252,13 @@ def test_a_pod_in_userspace_without_nfs_is_healthy_and_says_why(tailnet_mesh, fa
         "gpu1": node_read(nfs="fstab-only", tailnet=ts("Running", "100.64.0.2", userspace=True)),
         "cpu1": node_read(tailnet=ts("Running", "100.64.0.3", userspace=True)),  # not a pod
     }
-    rows, _mlflow, healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    rows, _mlflow, healthy = status_op.status(tailnet_mesh, *tailnet_mesh.load())
     by = {r.name: r for r in rows}
     assert by["gpu1"].healthy and by["gpu1"].tailnet.endswith("userspace") and "pod" in by["gpu1"].error
     assert not by["cpu1"].healthy and "NCCL" in by["cpu1"].error
     assert healthy is False
     fake.reads["gpu1"] = node_read(slurmd="fatal", tailnet=ts("Running", "100.64.0.2", userspace=True))
-    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    rows, _mlflow, _healthy = status_op.status(tailnet_mesh, *tailnet_mesh.load())
     assert not {r.name: r for r in rows}["gpu1"].healthy  # a pod's slurmd that supervisor gave up on
 
 
@@ -265,7 +268,7 @@ def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, fake):
         "gpu1": node_read(tailnet=ts("Running", "100.64.9.9")),  # Slurm and NFS still use 100.64.0.2
         "cpu1": node_read(tailnet=ts("Running", "100.64.0.3")),
     }
-    rows, _mlflow, _healthy = membership.status(tailnet_mesh, *tailnet_mesh.load())
+    rows, _mlflow, _healthy = status_op.status(tailnet_mesh, *tailnet_mesh.load())
     assert [r.name for r in rows if not r.healthy] == ["gpu1"]
 
 
@@ -274,14 +277,14 @@ def test_a_pending_node_is_unhealthy_whatever_it_reads(mesh, fake):
     nodes[2].state = "pending"
     mesh.save(nodes, mesh_vars)
     fake.reads = healthy_reads()
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert not healthy and cpu1.problem == "pending" and "meshctl apply" in cpu1.error
 
 
 def test_every_problem_the_filter_names_has_advice():
-    assert set(health.problems()) == set(membership.ADVICE)
-    assert set(flt().HEALTHY_PROBLEMS) <= {"", *membership.ADVICE}
+    assert set(health.problems()) == set(status_op.ADVICE)
+    assert set(flt().HEALTHY_PROBLEMS) <= {"", *status_op.ADVICE}
 
 
 def test_progress_keeps_one_checked_record_per_host():
@@ -320,7 +323,7 @@ def test_a_record_outside_its_shape_is_refused_never_shown(mesh, fake, change, w
     fake.reads = healthy_reads()
     fake.records = {"cpu1": {**hostile_record(), **change}}
     nodes, _vars = mesh.load()
-    rows, _mlflow, healthy = membership.status(mesh, nodes, {})
+    rows, _mlflow, healthy = status_op.status(mesh, nodes, {})
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert not healthy and not cpu1.healthy
     assert "reported what meshctl refuses" in cpu1.error and why in cpu1.error
@@ -376,7 +379,7 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
         assert "$/h" in text and "cost: $0.54/h for the rented nodes" in text
         api.backend.stop(pod)
-        rows, _mlflow, _healthy = membership.status(mesh, *mesh.load())
+        rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
         assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: it costs nothing an hour
 
 
@@ -390,13 +393,13 @@ def test_slurms_reason_for_a_node_it_took_out_is_shown(mesh, fake):
     reason = "meshctl: paperspace could not start it: Machine type is out of capacity [slurm@2026-11-24T22:50:01]"
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=f"down~|(null)|{reason}"))}
     fake.unreachable = ["gpu1"]
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert not healthy and not gpu1.healthy and gpu1.slurm == "down~"
     assert "Slurm's reason: meshctl: paperspace could not start it" in gpu1.error
     fake.unreachable = []
     fake.reads["head"] = head_read(sinfo_read=sinfo(gpu1="drained|(null)|GPU count 1 of 2 [root@2026-11-24T22:51]"))
-    rows, _mlflow, _healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert gpu1.problem == "slurm" and "Slurm sees it drained (GPU count 1 of 2" in gpu1.error
 
@@ -406,7 +409,7 @@ def test_a_node_that_started_without_a_gpu_shows_slurms_word_and_the_missing_dev
     node's record) and the health check's drain names the device (recorded on Slurm 22.05)."""
     row = "inval|gpu:rtx_a5000:1|meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1"
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=row))}
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert not healthy and gpu1.problem == "slurm" and gpu1.gpus == "gpu:rtx_a5000:1"
     assert "Slurm sees it inval (meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1)" in gpu1.error
@@ -415,7 +418,7 @@ def test_a_node_that_started_without_a_gpu_shows_slurms_word_and_the_missing_dev
 def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|", cpu1="idle#|(null)|"))}
     fake.unreachable = ["gpu1", "cpu1"]
-    rows, _mlflow, healthy = membership.status(mesh, *mesh.load())
+    rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
     by = {r.name: r for r in rows}
     assert healthy and by["gpu1"].healthy and "stopped while idle (idle_stop)" in by["gpu1"].error
     assert by["cpu1"].healthy and "starting: a job asked for it" in by["cpu1"].error
@@ -428,7 +431,7 @@ def test_apply_skips_a_node_stopped_while_idle_and_says_so(mesh, fake, state):
     fake.unreachable = ["gpu1"]
     said = io.StringIO()
     progress = runner.Progress(out=said, live=False)
-    result = membership.apply(mesh, *mesh.load(), progress)  # no PartialError: gpu1 is meant to be off
+    result = apply_op.apply(mesh, *mesh.load(), progress)  # no PartialError: gpu1 is meant to be off
     assert [call["playbook"] for call in fake] == ["site.yml", "status.yml"]
     assert set(fake[1]["limit"].split(",")) - {"localhost"} == {"head"}  # the head's Slurm view, no node
     stopped = "stopped" if state == "idle~" else "being stopped"
@@ -441,8 +444,8 @@ def test_apply_still_names_a_node_that_is_off_without_slurm_having_stopped_it(me
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="down*|(null)|Not responding",
                                                                         cpu1=refused))}  # fmt: skip
     fake.unreachable = ["gpu1", "cpu1"]
-    with pytest.raises(membership.PartialError) as caught:
-        membership.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
+    with pytest.raises(PartialError) as caught:
+        apply_op.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
     assert set(caught.value.unreachable) == {"gpu1", "cpu1"}  # down, or marked down powered off: not resting
 
 
@@ -452,21 +455,21 @@ def test_a_reason_slurm_2411_kept_does_not_make_a_stopped_node_a_lost_one(mesh, 
     kept = "idle~|(null)|recorded reboot : reboot issued : reboot timed out"
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=kept))}
     fake.unreachable = ["gpu1"]
-    result = membership.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
+    result = apply_op.apply(mesh, *mesh.load(), runner.Progress(out=io.StringIO(), live=False))
     assert result.unreachable == ["gpu1"]  # skipped and said, not a failure
 
 
 def test_resting_is_stopped_or_starting_by_power_saving_and_nothing_else():
-    assert membership.resting_state({"state": "idle~"}) == "stopped while idle (idle_stop)"
-    assert membership.resting_state({"state": "idle#"}) == "starting: a job asked for it"
-    assert membership.resting_state({"state": "idle%"}) == "being stopped while idle (idle_stop)"
-    assert membership.resting_state({"state": "alloc#"}) == "starting: a job asked for it"
+    assert slurm.resting_state({"state": "idle~"}) == "stopped while idle (idle_stop)"
+    assert slurm.resting_state({"state": "idle#"}) == "starting: a job asked for it"
+    assert slurm.resting_state({"state": "idle%"}) == "being stopped while idle (idle_stop)"
+    assert slurm.resting_state({"state": "alloc#"}) == "starting: a job asked for it"
     for off in ({"state": "down~", "reason": "meshctl: paperspace could not start it"}, {"state": "down~"},
                 {"state": "down*"}, {"state": "idle*"}, {"state": "idle"}, {}, {"state": "drained~"},
                 {"state": "draining!", "reason": "POWER_DOWN_ASAP"}):  # fmt: skip
-        assert membership.resting_state(off) is None, off
+        assert slurm.resting_state(off) is None, off
     # a reason Slurm 24.11 kept from before is history: the state says whose the node is
-    assert membership.resting_state({"state": "idle~", "reason": "recorded reboot : reboot timed out"}) is not None
+    assert slurm.resting_state({"state": "idle~", "reason": "recorded reboot : reboot timed out"}) is not None
 
 
 def test_ctrl_c_during_status_is_exit_130_not_a_head_to_start(mesh, monkeypatch):
@@ -491,4 +494,4 @@ def test_every_flag_sinfo_appends_to_a_state_is_read_not_turned_to_unknown(state
     STATE CODES): a node Slurm is powering down (`idle%`) is idle, not `unknown`."""
     rows = flt().slurm_rows({"rc": 0, "stdout": f"gpu1|{state}|(null)|none\n"})
     assert rows["gpu1"]["state"] == state and rows["gpu1"]["ready"] is ready
-    assert membership.resting_state({"state": "idle%"}) is not None
+    assert slurm.resting_state({"state": "idle%"}) is not None

@@ -224,9 +224,7 @@ def test_errors_are_printed_sanitized(capsys):
 
 
 def _reported(**addresses):
-    result = runner.RunResult("successful", 0)
-    result.reports = {name: {"after": {"ipv4": ip}} for name, ip in addresses.items()}
-    return result
+    return {name: {"after": {"ipv4": ip}} for name, ip in addresses.items()}
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ import datetime
 
 import pytest
 
-from meshctl import usage
 from meshctl.errors import UsageError
+from meshctl.ops import usage
 from tests.conftest import FIXTURES
 
 
@@ -94,5 +94,5 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
     assert [u["user"] for u in out["users"]] == ["alice", "bob", "carol"]  # no prices: by GPU-hours, then name
     assert out["users"][0]["gpu_hours"] == 4.0 and out["since"] == "2026-11-01" and out["until"] == "now"
     ((playbook, kw),) = calls
-    assert playbook == "usage.yml" and kw["limit"] == "head"
+    assert playbook == "usage.yml" and kw["limit"] == runner.limit_to(["head"])  # the head only
     assert kw["extravars"] == {"slurm_usage_start": "2026-11-01", "slurm_usage_end": "now"}

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from meshctl import membership, runner, tailnet
+from meshctl import runner, session, tailnet
 from meshctl.cli import cli
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
@@ -158,7 +158,7 @@ def test_a_run_makes_the_generated_secrets_encrypted_when_they_are_missing(tmp_p
     (m.secrets / "mlflow_password").unlink()
     monkeypatch.setattr(runner, "run_playbook", lambda *a, **kw: runner.RunResult("successful", 0, [], {}, {}, {}))
     nodes, mesh_vars = m.load()
-    membership.run(m, nodes, mesh_vars, "site.yml", runner.Progress())
+    session.run(m, nodes, mesh_vars, "site.yml", runner.Progress())
     assert (m.secrets / "munge.key").read_bytes().startswith(b"$ANSIBLE_VAULT;")
     assert (m.secrets / "mlflow_password").read_bytes().startswith(b"$ANSIBLE_VAULT;")
 

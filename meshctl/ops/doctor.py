@@ -12,9 +12,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from meshctl import display, resources, tailnet
+from meshctl import display, resources, session, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh, Node, head_of
 
 ERROR_CAP = 300
 
@@ -102,14 +102,12 @@ def allreduce_of(report: dict | None, why: str = "the head could not be reached"
 
 def doctor(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0):
     """(links, all-reduce, problems): measure, then check what the nodes reported."""
-    from meshctl.membership import head_of, run, unreachable_rows
-
     active = [n.name for n in nodes if n.state == "active"]
     if len(active) < 2:
         raise UsageError(f"`meshctl doctor` measures the links between two nodes or more; the mesh has "
                          f"{len(active)} active ({', '.join(active) or 'none'})",
                          hint="add a node first: `meshctl add-node [USER@]HOST`")  # fmt: skip
-    result = run(mesh, nodes, mesh_vars, "doctor.yml", progress, verbosity=verbosity)
+    result = session.run(mesh, nodes, mesh_vars, "doctor.yml", progress, verbosity=verbosity)
     names = {n.name for n in nodes}
     on_tailnet = tailnet.uses_tailscale(mesh_vars)
     links: list[Link] = []
@@ -122,7 +120,7 @@ def doctor(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
         links += mine
         if refused:
             problems[node.name] = f"reported what meshctl refuses ({refused})"
-    for name, said in unreachable_rows(result).items():
+    for name, said in session.unreachable_rows(result).items():
         problems[name] = f"could not be reached ({said}): its links are not measured"
     for failure in result.failures:
         if failure.host not in problems and failure.host in names:

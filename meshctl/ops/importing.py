@@ -15,6 +15,7 @@ from pathlib import Path
 
 from meshctl.errors import InventoryError, UsageError
 from meshctl.mesh import check_name, removed_on_failure
+from meshctl.ops import add, init
 
 
 @dataclass
@@ -77,18 +78,16 @@ def read_inventory(path: Path, head_group: str, compute_group: str) -> tuple[Imp
 def init_from_inventory(path: Path, source: Path, head_group: str, compute_group: str, provider, **init_options):
     """Check every host over SSH, then write the mesh (head + pending compute nodes). Nothing is left on failure.
 
-    ``init_options`` are ``membership.init_mesh``'s (Tailscale key, tags, vault id).
+    ``init_options`` are ``meshctl.ops.init.init_mesh``'s (Tailscale key, tags, vault id).
     """
-    from meshctl import membership
-
     head, computes = read_inventory(source, head_group, compute_group)
     with removed_on_failure(Path(path)):
-        mesh, _head, report = membership.init_mesh(path, head.target, head.name, head.ssh_key, provider, None,
+        mesh, _head, report = init.init_mesh(path, head.target, head.name, head.ssh_key, provider, None,
                                                    **init_options)  # fmt: skip
         nodes, mesh_vars = mesh.load()
         reports = [report]
         for host in computes:
-            plan = membership.plan_add(mesh, nodes, host.target, host.name, provider, host.ssh_key, None)
+            plan = add.plan_add(mesh, nodes, host.target, host.name, provider, host.ssh_key, None)
             nodes.append(plan.node)
             reports.append(plan.report)
         mesh.save(nodes, mesh_vars)

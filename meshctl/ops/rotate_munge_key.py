@@ -1,4 +1,4 @@
-"""The mesh's munge key: made once, replaced by `meshctl rotate-munge-key`.
+"""`meshctl rotate-munge-key`: the mesh's munge key (made once with the other secrets) replaced.
 
 Whoever holds the key can act as any user towards Slurm on every node. A node that left the mesh
 while it could not be reached (a rented machine gone back to its provider, a hostile one) still
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meshctl import membership, resources, runner, vault
+from meshctl import resources, runner, session, vault
 from meshctl.errors import InventoryError, PartialError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh, Node, head_of
 
 MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
 # The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a
@@ -34,17 +34,17 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     NODE` gives them the new one: they are listed (exit 7, partial); the head unreachable is an error.
     """
     members = [n for n in nodes if n.state == "active"]
-    head = membership.head_of(nodes)
+    head = head_of(nodes)
     if head not in members:
         raise InventoryError("the head is not active yet", hint="run `meshctl apply` first; it makes the first key")
     vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
     accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
     vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
-    result = membership.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
+    result = session.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
                          "again (or `meshctl apply`, which installs it too)")  # fmt: skip
-    unreachable = membership.unreachable_rows(result)
+    unreachable = session.unreachable_rows(result)
     if unreachable:
         raise PartialError(
             f"the new munge key is on {len(members) - len(unreachable)} node(s); "

@@ -14,9 +14,9 @@ import io
 import re
 from dataclasses import dataclass, field
 
-from meshctl import cloud, runner, vault
+from meshctl import cloud, runner, session
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh, Node, head_of
 
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|$)")
@@ -137,24 +137,22 @@ def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
 
 def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None, verbosity: int = 0):
     """(rows, start, end, problems): each user's usage of the period, and what the providers said."""
-    from meshctl.membership import head_of
-
     start, end = period(since, until)
     if not accounting_on(mesh, mesh_vars, head_of(nodes).name):
         raise UsageError("`meshctl usage` reads Slurm's accounting, which this mesh does not keep",
                          hint="set `slurm_accounting: true` in group_vars/all.yml and run `meshctl apply` (jobs "
                          "from then on are counted)")  # fmt: skip
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars, now=False)  # asked while Ansible reads the accounting
-    result = runner.run_playbook(
+    result = session.run(
+        mesh,
+        nodes,
+        mesh_vars,
         "usage.yml",
-        mesh.run_inventory(nodes, mesh_vars),
-        mesh.path,
-        limit=head_of(nodes).name,
-        known_hosts=mesh.known_hosts,
-        progress=runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
+        runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
+        [head_of(nodes)],
         verbosity=verbosity,
         extravars={"slurm_usage_start": start, "slurm_usage_end": end},
-        vault_id=mesh_vars.get(vault.MESH_VAR),
+        converge=False,
         mitogen=False,
         stream=bool(verbosity),
     )

@@ -7,7 +7,7 @@ instance of the same type in the same region, named as the node, and converge it
 apply --limit NODE`` would: the same roles, the head's copy of the mesh (role power_save).
 
 On the control machine, every run with such a node hands role power_save what the head needs
-for that (``control_vars``): meshctl's own code as one archive whose bytes depend only on the
+for that (``meshctl.headcopy.control_vars``): meshctl's own code as one archive whose bytes depend only on the
 files (so it is copied again only when it changed), the Python packages it needs, and the
 control machine's public key of each such node (authorized on a new instance, so that the
 control machine reaches it as before). The head's copy of ``mesh.yml`` is the role's work
@@ -22,103 +22,19 @@ as for any new machine.
 
 from __future__ import annotations
 
-import atexit
-import gzip
 import hashlib
-import io
 import json
 import os
-import shlex
-import shutil
 import stat
 import subprocess
-import tarfile
-import tempfile
-from functools import cache
-from importlib import metadata
 from pathlib import Path
 
-from meshctl import cloud, hostkeys, resources, ssh
+from meshctl import cloud, headcopy, hostkeys, resources, runner, ssh
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh, Node
+from meshctl.ops import apply
 
-DATA_PARTS = ("playbooks", "roles", "plugins", "meta", "galaxy.yml")
-SKIP = ("__pycache__", ".pyc", ".pyo")
 KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at the provider
-
-
-def relaunchable(nodes: list[Node]) -> list[Node]:
-    """The nodes the head may have to launch again: instances of a provider that cannot stop."""
-    return [n for n in nodes if cloud.provider_of(n) in cloud.RELAUNCHED]
-
-
-def requirements() -> list[str]:
-    """What meshctl needs on the head, from its own package metadata (pyproject's dependencies):
-    the runtime ones, not the tests' and not Mitogen (plain Ansible there)."""
-    try:
-        wanted = metadata.requires("meshctl") or []
-    except metadata.PackageNotFoundError:
-        wanted = []
-    return sorted(r for r in wanted if "extra ==" not in r and not r.lower().startswith("mitogen"))
-
-
-def _files(root: Path, part: str):
-    path = root / part
-    if path.is_file():
-        yield path, part
-        return
-    for item in sorted(path.rglob("*")):
-        if item.is_file() and not item.is_symlink() and not any(s in item.name or s in item.parts for s in SKIP):
-            yield item, f"{part}/{item.relative_to(path).as_posix()}"
-
-
-def archive_bytes() -> bytes:
-    """meshctl's package and its collection, laid out as a checkout (``meshctl/``, ``roles/``, ...),
-    as a gzip'd tar whose bytes depend only on the files' paths and contents."""
-    package = Path(__file__).resolve().parent
-    data = resources.data_dir()
-    members = [(p, a) for p, a in _files(package.parent, package.name) if not a.startswith(f"{package.name}/_data/")]
-    for part in DATA_PARTS:
-        if (data / part).exists():
-            members += list(_files(data, part))
-    raw = io.BytesIO()
-    with (
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as zipped,
-        tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as tar,
-    ):
-        for path, arcname in sorted(members, key=lambda m: m[1]):
-            info = tarfile.TarInfo(arcname)
-            content = path.read_bytes()
-            info.size, info.mtime, info.mode = len(content), 0, 0o755 if path.stat().st_mode & 0o100 else 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            tar.addfile(info, io.BytesIO(content))
-    return raw.getvalue()
-
-
-@cache
-def code_archive() -> Path:
-    """``archive_bytes`` in a file of this process (removed at exit), for role power_save to copy."""
-    folder = Path(tempfile.mkdtemp(prefix="meshctl-code-"))
-    atexit.register(shutil.rmtree, folder, True)
-    path = folder / "meshctl-code.tar.gz"
-    path.write_bytes(archive_bytes())
-    return path
-
-
-def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
-    """What role power_save needs to give the head its relaunch service: empty without a node the
-    head may launch again, and on the head's own copy (its meshctl hands nothing on)."""
-    wanted = relaunchable(nodes)
-    if not wanted or mesh_vars.get("meshctl_head_copy"):
-        return {}
-    keys = {}
-    for node in wanted:
-        public = Path(f"{node.ssh_key}.pub") if node.ssh_key else None
-        if public and public.is_file():
-            keys[node.name] = public.read_text(encoding="utf-8").strip()
-    return {"power_save_control_code": str(code_archive()), "power_save_control_requirements": requirements(),
-            "power_save_control_keys": keys}  # fmt: skip
 
 
 def key_name(public_key: str) -> str:
@@ -130,50 +46,7 @@ def register_key(api, public_key: str) -> str:
     return cloud.call(api.register_key, key_name(public_key), public_key)
 
 
-MAX_SPEC_BYTES = 64 * 1024
-RECORDS = "relaunched"  # in the head's copy of the mesh (root's, 0700): <node>.json per launch
-
-
-def write_record(mesh: Mesh, name: str, ref: str, host: str, port: int) -> None:
-    """The head's word that it launched REF for NAME, with the host keys it met there: the control
-    machine takes an instance bearing a node's name for that node only with this record, and then
-    trusts only these keys (``read_record``, ``membership.follow_moves``)."""
-    from meshctl.mesh import atomic_write
-
-    folder = mesh.path / RECORDS
-    folder.mkdir(mode=0o700, exist_ok=True)
-    record = {"node": name, "instance": ref, "host": host, "port": port,
-              "host_keys": hostkeys.keys_of(mesh.known_hosts, host, port)}  # fmt: skip
-    atomic_write(folder / f"{name}.json", json.dumps(record, indent=1) + "\n", mode=0o600)
-
-
-def parse_record(text: str, name: str) -> dict | None:
-    """The head's relaunch record of NAME as the control machine reads it (data: checked), or None."""
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or record.get("node") != name or not isinstance(record.get("instance"), str):
-        return None
-    keys = record.get("host_keys")
-    if not isinstance(keys, list) or not keys or not all(hostkeys.is_public_key(k) for k in keys):
-        return None
-    return {"instance": record["instance"], "host_keys": keys}
-
-
-def read_record(mesh: Mesh, head: Node, mesh_vars: dict, name: str) -> dict | None:
-    """The head's relaunch record of NAME, read over SSH from its copy of the mesh (None when the
-    head has none or cannot be asked)."""
-    folder = mesh.setting("power_save_control_dir", mesh_vars,
-                          resources.role_defaults("power_save")["power_save_control_dir"])  # fmt: skip
-    path = f"{folder}/{RECORDS}/{name}.json"
-    command = ("" if head.user == "root" else "sudo -n ") + f"cat {shlex.quote(path)}"
-    argv = ssh.ssh_argv(head.host, head.user, head.port, head.ssh_key, mesh.known_hosts)
-    done = ssh.run(argv, command, timeout=30)
-    return parse_record(done.stdout[:MAX_SPEC_BYTES], name) if done.rc == 0 else None
-
-
-def read_plain_file(path: Path, limit: int = MAX_SPEC_BYTES) -> str:
+def read_plain_file(path: Path, limit: int = headcopy.MAX_SPEC_BYTES) -> str:
     """PATH's text, read as root from a folder a less privileged user (SlurmUser) can write: never
     through a symlink, never from a FIFO or a device (no hanging, no endless read), at most LIMIT bytes."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -203,11 +76,16 @@ def read_spec(path: Path) -> dict:
     return spec
 
 
-def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, authorized: Path | None, converge,
-                  say=print, launch_timeout: float = cloud.LAUNCH_TIMEOUT) -> Node:  # fmt: skip
+def converge(mesh: Mesh, nodes: list[Node], mesh_vars: dict, name: str) -> None:
+    """The new instance and the head set up: ``apply --limit NAME``."""
+    apply.apply(mesh, nodes, mesh_vars, runner.Progress(), limit=name)
+
+
+def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, authorized: Path | None,
+                  converge=converge, say=print, launch_timeout: float = cloud.LAUNCH_TIMEOUT) -> Node:  # fmt: skip
     """Launch NAME again as its spec says, reach it with the head's key (KEY_FILE), authorize the
-    control machine's key on it (AUTHORIZED), record it in the head's mesh and converge it and the
-    head: ``converge(mesh, nodes, mesh_vars, NAME)`` (the command passes ``apply --limit NAME``).
+    control machine's key on it (AUTHORIZED), record it in the head's mesh and set it and the head
+    up: ``converge(mesh, nodes, mesh_vars, NAME)`` (``apply --limit NAME``; a test passes its own).
     A new instance that cannot be set up is terminated (it would bill)."""
     spec = read_spec(spec_file)
     with mesh.lock(f"relaunch {name}", wait=600):
@@ -238,7 +116,7 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
                     what, todo = ssh.explain_failure(done.stderr, node.user, node.host, node.port)
                     raise UsageError(f"{name}: cannot reach the new instance {ref}: {what}", hint=todo)
             mesh.save(nodes, mesh_vars)
-            write_record(mesh, name, ref, node.host, node.port)
+            headcopy.write_record(mesh, name, ref, node.host, node.port)
             say(f"{name}: {ref} runs at {node.host}:{node.port}; setting it up (apply --limit {name})")
             converge(mesh, nodes, mesh_vars, name)
         except MeshctlError as exc:

@@ -1,0 +1,112 @@
+"""`meshctl apply`: converge the mesh (or named nodes and the head), the drift repair; rented nodes
+their provider moved are followed first, and nodes Slurm stopped while idle are said, not failed."""
+
+from __future__ import annotations
+
+from meshctl import cloud, headcopy, hostkeys, runner, session, slurm, tailnet
+from meshctl.errors import UsageError
+from meshctl.mesh import Mesh, Node, head_of
+from meshctl.ops import status
+
+
+def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False,
+                 head_record=None) -> list[str]:  # fmt: skip
+    """Rented nodes their provider now runs at another SSH address or port (a Runpod pod started
+    again, a Paperspace machine's new public IP) are recorded there before a run reaches them, the
+    host keys known for the old address carried to the new one (the machine must still show one
+    of them). A Lambda node the head launched again (a new instance, named as the node) is
+    recorded as that instance only when the head recorded launching that very instance (its
+    relaunch record, ``HEAD_RECORD(node_name)``, read from the head over SSH by default), and then
+    with the host keys the head met on it: anyone who can launch in the account can name an
+    instance after a node, and it would be sent the mesh's keys. A dry run says so and records
+    nothing. Returns the names of the nodes moved."""
+    if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
+        return []
+    moves, problems = cloud.moved(mesh, nodes, mesh_vars)
+    for provider, why in problems.items():
+        progress.note(f"{provider}: could not ask where its instances run now ({why}); addresses as recorded")
+    if head_record is None:
+
+        def head_record(name):
+            return headcopy.read_record(mesh, head_of(nodes), mesh_vars, name)
+
+    followed = []
+    for node, host, port, ref in moves:
+        provider = node.instance.split(":", 1)[0]
+        if ref != node.instance:
+            record = head_record(node.name)
+            if not record or record["instance"] != ref:
+                progress.note(f"{node.name}: {provider} runs {ref} at {host}:{port}, named {node.name}, but the "
+                              f"head recorded no launch of it: not taken for {node.name} (its recorded "
+                              f"{node.instance} is gone); if you launched it, `meshctl remove-node "
+                              f"{node.name}` then `meshctl add-node`")  # fmt: skip
+                continue
+            hostkeys.forget(mesh.known_hosts, node.host, node.port)
+            hostkeys.record(mesh.known_hosts, host, port, record["host_keys"])
+            progress.note(f"{node.name}: launched again by the head as {ref} at {host}:{port} (recorded "
+                          f"{node.instance} at {node.host}:{node.port}); recorded there, with the host "
+                          f"key(s) the head met on it")  # fmt: skip
+        else:
+            carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
+            progress.note(f"{node.name}: {provider} runs it at {host}:{port} now "
+                          f"(recorded {node.host}:{node.port}); recorded there"
+                          + (f", its {carried} known host key(s) carried over" if carried else ""))  # fmt: skip
+        was = node.move_to(host, port, ref)
+        followed.append(node.name)
+        if was:
+            progress.note(f"{node.name}: mesh address {was} -> {host} (its SSH address: no tailnet)")
+    if followed:
+        mesh.save(nodes, mesh_vars)
+    return followed
+
+
+def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
+    """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
+
+    Rented nodes their provider moved are recorded at their new address first (follow_moves).
+    Nodes that cannot be reached are reported (exit 'partial'); the others are converged.
+    """
+    follow_moves(mesh, nodes, mesh_vars, progress, check)
+    targets = None
+    if limit:
+        wanted = [part.strip() for part in limit.split(",") if part.strip()]
+        unknown = [w for w in wanted if w not in {n.name for n in nodes}]
+        if unknown:
+            names = ", ".join(unknown)
+            raise UsageError(f"--limit names no node of the mesh: {names}", hint="`meshctl status` lists the nodes")
+        targets = [head_of(nodes), *(n for n in nodes if n.name in wanted)]
+    result = session.run(
+        mesh, nodes, mesh_vars, "site.yml", progress, targets, check=check, diff=diff, verbosity=verbosity
+    )
+    reached = [n for n in (targets or nodes) if result.succeeded(n.name)]
+    head_lost = head_of(nodes).name in result.unreachable
+    partial = not result.ok and not result.failed and bool(result.unreachable) and not head_lost
+    resting = {}
+    if partial:  # a node Slurm stopped while idle is meant to be off: skipped and said, not a failure
+        resting = resting_nodes(mesh, nodes, mesh_vars, result.unreachable)
+        for name, why in resting.items():
+            progress.note(f"{name}: {why}; not changed: a job for it (or `scontrol update nodename={name} "
+                          f"state=power_up` on the head) starts it, then `meshctl apply --limit {name}`")  # fmt: skip
+    if not partial:
+        runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
+    if not check:
+        result.notes = tailnet.record_addresses(reached, result.reports, nodes, tailnet.tailnet_cidr(mesh))
+        changed = bool(result.notes)
+        for node in reached:
+            if node.state == "pending":
+                node.state, changed = "active", True
+        if changed:
+            mesh.save(nodes, mesh_vars)
+    if partial and set(result.unreachable) - set(resting):
+        session.raise_partial(mesh, nodes, result, f"converged {len(reached)} node(s)", resting=resting)
+    return result
+
+
+def resting_nodes(mesh: Mesh, nodes: list[Node], mesh_vars: dict, names) -> dict[str, str]:
+    """Of the nodes ``names`` (SSH could not reach them), those Slurm stopped while idle or is
+    starting, with why: one read of the head's Slurm view (playbooks/status.yml on the head)."""
+    result = status.read_status(mesh, nodes, mesh_vars, status.STATUS_CONNECT_TIMEOUT, [head_of(nodes)])
+    controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
+    slurm_nodes = controller.get("slurm_nodes") or {}
+    resting = {name: slurm.resting_state(slurm_nodes.get(name) or {}) for name in names}
+    return {name: why for name, why in resting.items() if why}

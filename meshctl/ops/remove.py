@@ -1,0 +1,52 @@
+"""`meshctl remove-node`: the node drained and taken out of Slurm and the head's files, then out of
+mesh.yml (its instance deleted with ``--terminate``); no other node is contacted."""
+
+from __future__ import annotations
+
+from meshctl import cloud, runner, session
+from meshctl.errors import MeshctlError, ProviderError, UsageError
+from meshctl.mesh import Mesh, head_of, node_named
+
+
+def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print,
+                verbosity: int = 0, terminate: bool = False):  # fmt: skip
+    """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
+    node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
+    No other node is contacted."""
+    node = node_named(nodes, name)
+    if "head" in node.roles:
+        raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
+    if terminate and not node.instance:
+        raise UsageError(
+            f"--terminate: {name} is no provider's instance meshctl knows of",
+            hint="delete the machine where you rented it (nodes added as PROVIDER:NAME record theirs)",
+        )
+    if terminate:
+        cloud.stored_key(mesh, mesh_vars, node.instance.partition(":")[0])  # the account, before anything changes
+    head = head_of(nodes)
+    remaining = [n for n in nodes if n.name != name]
+    extravars = {"slurm_drain_force": bool(force), "slurm_drain_timeout": int(timeout)}
+    result = session.run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node],
+                         extravars=extravars, verbosity=verbosity)  # fmt: skip
+    if result.failed or head.name in result.unreachable:
+        retry = f"{name} is still in the mesh; fix the problem and run `meshctl remove-node {name}` again"
+        runner.raise_for(result, retry)
+    if name in result.unreachable:
+        say(
+            f"{name}: could not be reached: its slurmd, Tailscale login, munge key and MLflow account were left "
+            "as they are; delete the machine at its provider (it would register with Slurm again if it booted), "
+            "and run `meshctl rotate-munge-key`: with the mesh's munge key it can act as any user in Slurm"
+        )
+    mesh.save(remaining, mesh_vars)
+    mesh.forget_facts(name)
+    say(f"{name}: removed from {mesh.inventory.name}")
+    if terminate:
+        try:
+            cloud.terminate(mesh, mesh_vars, node.instance)
+        except MeshctlError as exc:
+            raise ProviderError(
+                f"{name} left the mesh, but its instance {node.instance} was not deleted: {exc}",
+                hint=exc.hint or "delete it at the provider (it bills until then)",
+            ) from None
+        say(f"{name}: instance {node.instance} deleted at its provider")
+    return result

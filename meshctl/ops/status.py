@@ -1,0 +1,186 @@
+"""`meshctl status`: one row per node from what each node says of itself (one SSH command per node,
+``meshctl.quickread``, or playbooks/status.yml), judged by the collection's filter node_status;
+meshctl words the advice and says what the head's Slurm knows of a node that did not answer."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+from meshctl import cloud, quickread, runner, session, slurm
+from meshctl.mesh import Mesh, Node, head_of
+
+# Seconds status waits for a node's SSH connection before it calls it unreachable (`--timeout`):
+# a TCP handshake and sshd's banner, a few round trips even over a relayed tailnet path; SSH
+# reuses a connection made in the last minute without waiting at all.
+STATUS_CONNECT_TIMEOUT = 1
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    ssh: bool
+    munge: str = "?"
+    daemon: str = "?"
+    slurm: str = "?"
+    nfs: str = "?"
+    tailnet: str = "-"
+    gpus: str = ""
+    error: str = ""
+    healthy: bool = field(default=False)
+    problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
+    price_per_hour: float | None = None  # what its provider bills for it now (meshctl/cloud.py); None: unknown
+    role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"
+    autostop: str = "-"  # its idle_stop as written in mesh.yml ("-": never stopped when idle)
+
+
+def tailnet_text(tailnet: dict | None) -> str:
+    """'<BackendState> <IPv4 or -> [userspace]' from a record's tailnet part ('-': not on one)."""
+    if not tailnet:
+        return "-"
+    parts = [str(tailnet.get("backend_state", "?")), tailnet.get("ipv4") or "-"]
+    return " ".join(parts + (["userspace"] if tailnet.get("userspace") else []))
+
+
+def _gres(in_slurm: dict | None) -> str:
+    """The GRES sinfo lists for a node ("" for none)."""
+    gres = (in_slurm or {}).get("gres")
+    return "" if gres in (None, "(null)", "") else gres
+
+
+# What to do about each problem a status record names (the filter node_status decides which).
+ADVICE = {
+    "pending": "pending: run `meshctl add-node` or `meshctl apply` to finish it",
+    "service": "{detail} not active: `meshctl apply --limit {name}` starts it (`journalctl -u` on the node says why)",
+    "userspace": "no TUN device: Slurm goes through Tailscale's proxy, but NFS and NCCL cannot reach the tailnet",
+    "tailnet": "tailnet is {detail}, not Running on {address}: `meshctl rotate-authkey --stored` logs it in",
+    "share": "the share is {detail}: `meshctl apply --limit {name}` exports or mounts it again",
+    "no-nfs-kernel": "kernel cannot mount NFS: jobs here do not see the share",
+    "slurm": "Slurm sees it {detail}: `scontrol show node {name}` says why (Reason=); "
+    "`scontrol update nodename={name} state=resume` once fixed",
+    "pod": "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (docs/usage.md)",
+}
+
+
+def node_status(node: Node, record: dict) -> NodeStatus:
+    """One row from the node's status record (checked by health.checked, judged by the filter)."""
+    services = record["services"]
+    row = NodeStatus(
+        node.name,
+        True,
+        munge=services.get("munge", "?"),
+        daemon=", ".join(f"{d} {state}" for d, state in services.items() if d.startswith("slurm")),
+        slurm=(record.get("slurm") or {}).get("state", "absent") if "compute" in node.roles else "-",
+        nfs=record.get("share") or "?",
+        tailnet=tailnet_text(record.get("tailnet")),
+        gpus=_gres(record.get("slurm")),
+        healthy=record["healthy"],
+        problem=record["problem"],
+    )
+    if row.problem:
+        row.error = ADVICE[row.problem].format(name=node.name, address=node.mesh_address,
+                                               detail=record.get("detail") or "?")  # fmt: skip
+    return row
+
+
+def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> NodeStatus:
+    """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state.
+
+    A node Slurm stopped while idle (power saving: ``idle~``) or is starting for a job (``#``) is
+    meant to be unreachable: healthy, and said so.
+    """
+    row = NodeStatus(node.name, False, slurm=in_slurm.get("state", "?" if is_head else "absent"), gpus=_gres(in_slurm))
+    state = slurm.base(row.slurm)
+    reason = in_slurm.get("reason") or ""
+    why = f"; Slurm's reason: {reason}" if reason else ""
+    if is_head:
+        row.error = f"the head cannot be reached ({said}): start it; every node waits for it"
+    elif slurm.resting_state(in_slurm) and "~" in row.slurm:
+        row.healthy = True
+        row.error = "stopped while idle (idle_stop): a job for it starts it again"
+    elif slurm.resting_state(in_slurm):
+        row.healthy = True
+        row.error = "starting: a job asked for it (Slurm waits up to ResumeTimeout)"
+    elif row.slurm.endswith("*") or state in ("down", "absent", "unknown") or "~" in row.slurm:
+        row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}{why}: start it (it rejoins "
+                     f"by itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
+    else:  # Slurm has not missed it (yet): it stopped a moment ago, or only its SSH fails
+        row.error = (f"SSH fails ({said}) while Slurm still lists it {row.slurm}: it may have just stopped "
+                     f"(Slurm notices within minutes), its link is slow (`meshctl status --timeout 5`), or its "
+                     f"SSH is broken (a new host key: `meshctl forget-host-key {node.name}`)")  # fmt: skip
+    return row
+
+
+def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None,
+                verbosity: int = 0):  # fmt: skip
+    """Every target's status record (default: every node): one SSH command per node
+    (meshctl/quickread.py) when meshctl knows how Ansible would reach each, else playbooks/status.yml,
+    one read per node, judged; with ``verbosity`` always the playbook, whose own output is shown
+    (``meshctl status -v``)."""
+    if not verbosity:
+        quick = quickread.read(mesh, nodes, mesh_vars, timeout, targets)
+        if quick is not None:
+            return quick
+    quiet = runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False)
+    result = session.run(
+        mesh,
+        nodes,
+        mesh_vars,
+        "status.yml",
+        quiet,
+        targets,
+        verbosity=verbosity,
+        converge=False,
+        mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
+        connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
+        stream=bool(verbosity),  # a second's run nobody watches: its events at the end
+    )
+    if result.status == "canceled":  # Ctrl+C: no node was judged, none is to be called down
+        runner.raise_for(result, "run it again")
+    return result
+
+
+def status(
+    mesh: Mesh,
+    nodes: list[Node],
+    mesh_vars: dict | None = None,
+    timeout: int = STATUS_CONNECT_TIMEOUT,
+    verbosity: int = 0,
+) -> tuple[list[NodeStatus], str, bool]:
+    """One row per node, MLflow's health, and whether everything is healthy.
+
+    Runs playbooks/status.yml: one read per node (module mesh_status), judged into one status
+    record per node by the collection's filter node_status; meshctl checks each record's shape,
+    words the advice, and says what the head's Slurm knows of a node that did not answer.
+    """
+    head = head_of(nodes)
+    mesh_vars = mesh_vars or {}
+    prices = cloud.PriceLookup(mesh, nodes, mesh_vars)  # the providers' answer, while Ansible runs
+    result = read_status(mesh, nodes, mesh_vars, timeout, verbosity=verbosity)
+    said = {f.host: f.message for f in result.failures}
+    controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
+    slurm_nodes = controller.get("slurm_nodes") or {}
+    rows = []
+    for node in nodes:
+        if node.name in result.refused_records:  # a record outside its shape: never shown as sent
+            rows.append(NodeStatus(node.name, True, error="reported what meshctl refuses ("
+                                   + result.refused_records[node.name] + ")"))  # fmt: skip
+        elif node.name in result.records:
+            rows.append(node_status(node, result.records[node.name]))
+        elif node.name not in result.unreachable and node.name in said:  # reached, but the read failed
+            rows.append(NodeStatus(node.name, True, error=f"its status could not be read ({said[node.name]}): "
+                                   f"run `meshctl status -v`; the log names the task"))  # fmt: skip
+        else:
+            rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
+                                           slurm_nodes.get(node.name, {})))  # fmt: skip
+    costs, _problems = prices.result()
+    by_name = {n.name: n for n in nodes}
+    for row in rows:
+        row.price_per_hour = costs.get(row.name)
+        node = by_name[row.name]
+        row.role = "head" if "head" in node.roles else "compute"
+        stop = node.extra.get("idle_stop")
+        row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"
+    mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
+    sinfo_ok = bool(controller.get("sinfo_ok"))
+    return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
