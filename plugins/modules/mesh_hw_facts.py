@@ -1,5 +1,7 @@
 #!/usr/bin/python
-# Copyright: meshctl contributors; Apache-2.0
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: hardware facts a Slurm node line is made from."""
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ options:
     type: str
     default: nvidia-smi
 author:
-  - meshctl contributors
+  - meshctl contributors (@meshctl)
 """
 
 EXAMPLES = r"""

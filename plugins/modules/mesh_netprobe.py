@@ -1,5 +1,7 @@
 #!/usr/bin/python
-# Copyright: meshctl contributors; Apache-2.0
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Measure the links between mesh nodes with iperf3, for `meshctl doctor`."""
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ options:
     type: path
     default: /run/meshctl-iperf3.pid
 author:
-  - meshctl contributors
+  - meshctl contributors (@meshctl)
 """
 
 EXAMPLES = r"""

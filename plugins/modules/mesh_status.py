@@ -1,5 +1,7 @@
 #!/usr/bin/python
-# Copyright: meshctl contributors; Apache-2.0
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Read a node's meshctl services in one round trip, for `meshctl status`."""
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ options:
     type: int
     default: 5
 author:
-  - meshctl contributors
+  - meshctl contributors (@meshctl)
 """
 
 EXAMPLES = r"""
