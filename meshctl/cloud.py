@@ -18,7 +18,8 @@ from pathlib import Path
 
 from meshctl import resources
 from meshctl.errors import ProviderError, UsageError
-from meshctl.mesh import RENTED, Mesh, Node, check_host
+from meshctl.mesh import Mesh
+from meshctl.model import RENTED, Node, check_host
 from meshctl.vault import for_mesh, read_secret, write_secret
 
 

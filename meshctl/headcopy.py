@@ -25,7 +25,8 @@ from importlib import metadata
 from pathlib import Path
 
 from meshctl import cloud, hostkeys, resources, ssh
-from meshctl.mesh import Mesh, Node, atomic_write
+from meshctl.mesh import Mesh, atomic_write
+from meshctl.model import Node
 
 DATA_PARTS = ("playbooks", "roles", "plugins", "meta", "galaxy.yml")
 

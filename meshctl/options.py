@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl.mesh import PROVIDERS
+from meshctl.model import PROVIDERS
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 mesh_option = click.option(

@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from meshctl import health, resources, runner
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 
 TASK = "Read the node's services"  # what a failure names, as the playbook's task does
 READ_TIMEOUT = 5  # seconds each command and the URL may take on the node (mesh_status's default)

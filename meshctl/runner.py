@@ -25,7 +25,7 @@ from ansible_runner.interface import init_runner
 
 from meshctl import display, health, hostkeys, resources, ssh
 from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError
-from meshctl.mesh import Unsafe, facts_problems
+from meshctl.model import Unsafe, facts_problems
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
@@ -237,7 +237,7 @@ class Progress:
 
 
 class InventoryDumper(yaml.SafeDumper):
-    """YAML for a run's inventory: a mapping a node reported (``mesh.Unsafe``) is tagged ``!unsafe``,
+    """YAML for a run's inventory: a mapping a node reported (``model.Unsafe``) is tagged ``!unsafe``,
     which Ansible applies to everything inside it."""
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from meshctl import headcopy, hostkeys, quickread, runner, vault
 from meshctl.errors import PartialError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 
 
 def run(

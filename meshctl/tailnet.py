@@ -21,7 +21,8 @@ import yaml
 
 from meshctl import display, resources
 from meshctl.errors import InventoryError, UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 from meshctl.vault import Vault, read_secret, write_secret
 
 KEY_FILE = "tailscale.key"

@@ -26,9 +26,9 @@ LAYERS = (
                       "meshctl.options", "meshctl.completion", "meshctl.localmesh", "meshctl.localmesh.*")),
     ("operations", ("meshctl.ops", "meshctl.ops.*")),
     ("Ansible session", ("meshctl.session", "meshctl.runner", "meshctl.quickread")),
-    ("model, store, providers", ("meshctl.mesh", "meshctl.settings", "meshctl.vault", "meshctl.headcopy",
-                                 "meshctl.cloud", "meshctl.tailnet", "meshctl.preflight", "meshctl.slurm",
-                                 "meshctl.hardware", "meshctl.health", "meshctl.hostkeys", "meshctl.ssh")),
+    ("store, providers", ("meshctl.mesh", "meshctl.vault", "meshctl.headcopy", "meshctl.cloud", "meshctl.tailnet",
+                          "meshctl.preflight", "meshctl.hostkeys", "meshctl.ssh")),
+    ("model", ("meshctl.model", "meshctl.settings", "meshctl.slurm", "meshctl.hardware", "meshctl.health")),
     ("foundation", ("meshctl", "meshctl.errors", "meshctl.resources", "meshctl.display")),
 )  # fmt: skip
 

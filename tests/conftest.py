@@ -60,7 +60,8 @@ def load_file(relative: str):
 @pytest.fixture
 def mesh(tmp_path, monkeypatch):
     """A mesh folder holding one active head (test modules with other needs define their own)."""
-    from meshctl.mesh import Mesh, Node
+    from meshctl.mesh import Mesh
+    from meshctl.model import Node
 
     monkeypatch.delenv("MESHCTL_MESH", raising=False)
     m = Mesh(tmp_path / "mesh")

@@ -6,7 +6,8 @@ import click
 
 from meshctl import completion, display, resources, runner
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, head_of, node_named
+from meshctl.mesh import Mesh
+from meshctl.model import head_of, node_named
 from meshctl.ops import apply
 from meshctl.options import mesh_option, verbose_option, wait_option
 

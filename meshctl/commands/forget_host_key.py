@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display, hostkeys
-from meshctl.mesh import Mesh, node_named
+from meshctl.mesh import Mesh
+from meshctl.model import node_named
 from meshctl.options import mesh_option, wait_option
 
 

@@ -8,7 +8,8 @@ import click
 
 from meshctl import cloud, display, runner
 from meshctl.errors import MeshctlError, UsageError
-from meshctl.mesh import Mesh, check_name
+from meshctl.mesh import Mesh
+from meshctl.model import check_name
 from meshctl.ops import add
 from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 

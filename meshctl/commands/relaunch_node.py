@@ -8,7 +8,8 @@ import click
 
 from meshctl import display
 from meshctl.errors import MeshctlError
-from meshctl.mesh import Mesh, check_name
+from meshctl.mesh import Mesh
+from meshctl.model import check_name
 from meshctl.ops import relaunch
 from meshctl.options import mesh_option
 

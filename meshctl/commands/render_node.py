@@ -6,7 +6,7 @@ import json
 
 import click
 
-from meshctl import display, hardware, mesh
+from meshctl import display, hardware, model
 from meshctl.errors import UsageError
 
 MAX_OUTPUT = 1024 * 1024  # no command output meshctl reads is this long (/dev/zero is endless)
@@ -36,7 +36,7 @@ def _read(stream) -> str | None:
 @click.option("--dev-nvidia", "dev_nvidia", type=click.File("r"), help="Output of `ls -l /dev/nvidia*`.")
 @click.option("--name", help="Node name (default: from slurmd -C, else 'node').")
 @click.option("--addr", help="The node's mesh (tailnet) IPv4, written as NodeAddr.")
-@click.option("--provider", default="generic", show_default=True, type=click.Choice(mesh.PROVIDERS),
+@click.option("--provider", default="generic", show_default=True, type=click.Choice(model.PROVIDERS),
               help="Provider, written as a Feature tag.")  # fmt: skip
 @click.option("--reserve-mb", type=click.IntRange(min=0), help="Memory kept back for the OS (default: 5%, >= 1024).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -55,7 +55,7 @@ def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider,
         name = "node"
         if texts["slurmd_c"]:
             name = (hardware.mesh_hw().parse_slurmd_c(texts["slurmd_c"]).get("node_name") or name).lower()
-    mesh.check_name(name)
+    model.check_name(name)
     if addr is not None:
         addr = hardware.check_address(addr)
     lines = hardware.render_node(name, addr, provider, hw)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from meshctl import cloud, runner, session, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node, check_name, head_of, parse_target
+from meshctl.mesh import Mesh
+from meshctl.model import Node, check_name, head_of, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from meshctl import cloud, headcopy, hostkeys, runner, session, slurm, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node, head_of
+from meshctl.mesh import Mesh
+from meshctl.model import Node, head_of
 from meshctl.ops import status
 
 

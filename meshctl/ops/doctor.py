@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from meshctl import display, resources, session, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node, head_of
+from meshctl.mesh import Mesh
+from meshctl.model import Node, head_of
 
 ERROR_CAP = 300
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl.errors import InventoryError, UsageError
-from meshctl.mesh import check_name, removed_on_failure
+from meshctl.mesh import removed_on_failure
+from meshctl.model import check_name
 from meshctl.ops import add, init
 
 

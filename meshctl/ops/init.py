@@ -10,7 +10,8 @@ from pathlib import Path
 
 from meshctl import preflight, tailnet, vault
 from meshctl.errors import InventoryError, PreflightError, UsageError
-from meshctl.mesh import LOCK, Mesh, Node, atomic_write, check_name, parse_target, removed_on_failure
+from meshctl.mesh import LOCK, Mesh, atomic_write, removed_on_failure
+from meshctl.model import Node, check_name, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.

@@ -11,7 +11,8 @@ import netaddr
 
 from meshctl import preflight, ssh
 from meshctl.errors import PreflightError, UsageError
-from meshctl.mesh import Mesh, Target
+from meshctl.mesh import Mesh
+from meshctl.model import Target
 
 
 def mesh_address_for(host: str, given: str | None) -> str:

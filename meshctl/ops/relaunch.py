@@ -31,7 +31,8 @@ from pathlib import Path
 
 from meshctl import cloud, headcopy, hostkeys, resources, runner, ssh
 from meshctl.errors import MeshctlError, UsageError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 from meshctl.ops import apply
 
 KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at the provider

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from meshctl import cloud, runner, session
 from meshctl.errors import MeshctlError, ProviderError, UsageError
-from meshctl.mesh import Mesh, head_of, node_named
+from meshctl.mesh import Mesh
+from meshctl.model import head_of, node_named
 
 
 def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print,

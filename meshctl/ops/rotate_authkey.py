@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from meshctl import runner, session, tailnet
 from meshctl.errors import InventoryError, PartialError, PlaybookError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 
 
 @dataclass

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from meshctl import resources, runner, session, vault
 from meshctl.errors import InventoryError, PartialError
-from meshctl.mesh import Mesh, Node, head_of
+from meshctl.mesh import Mesh
+from meshctl.model import Node, head_of
 
 MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
 # The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a

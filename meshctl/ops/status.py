@@ -8,7 +8,8 @@ import io
 from dataclasses import dataclass, field
 
 from meshctl import cloud, quickread, runner, session, slurm
-from meshctl.mesh import Mesh, Node, head_of
+from meshctl.mesh import Mesh
+from meshctl.model import Node, head_of
 
 # Seconds status waits for a node's SSH connection before it calls it unreachable (`--timeout`):
 # a TCP handshake and sshd's banner, a few round trips even over a relayed tailnet path; SSH

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from meshctl import cloud, runner, session
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh, Node, head_of
+from meshctl.mesh import Mesh
+from meshctl.model import Node, head_of
 
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|$)")

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from meshctl import preflight, runner
 from meshctl.cli import cli
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 from meshctl.ops import joining
 from tests.hwfacts import NO_GPU
 

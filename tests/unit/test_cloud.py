@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
-from meshctl.mesh import Node
+from meshctl.model import Node
 from tests import api_schemas
 from tests.cloud_standin import KEY, Standin
 from tests.conftest import FIXTURES

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -53,7 +53,7 @@ def test_an_import_from_a_higher_layer_is_found_and_a_lower_or_equal_one_is_not(
 
 
 def test_meshctl_imports_downward_only_and_every_module_has_a_layer():
-    """Issue 40: command line -> operations -> Ansible session -> model, store, providers -> foundation."""
+    """Issue 40: command line -> operations -> Ansible session -> store, providers -> model -> foundation."""
     edges = import_graph.graph()
     assert import_graph.upward(edges) == []
     assert [name for name in edges if import_graph.layer_of(name) is None] == []

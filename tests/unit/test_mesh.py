@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from meshctl.errors import InventoryError, UsageError
-from meshctl.mesh import Mesh, Node, atomic_write, check_host, parse_target, to_inventory
+from meshctl.mesh import Mesh, atomic_write, to_inventory
+from meshctl.model import Node, check_host, parse_target
 
 
 def test_parse_target_forms():

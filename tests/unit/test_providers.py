@@ -373,7 +373,7 @@ def test_remove_node_terminate_asks_first(mesh, two_providers):
     _lam, rp = two_providers
     pod = rp.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
     nodes, mesh_vars = mesh.load()
-    from meshctl.mesh import Node
+    from meshctl.model import Node
 
     nodes.append(Node("gpu1", pod.ip, port=pod.port, provider="runpod", state="active", pod=True,
                       instance=f"runpod:{pod.id}", mesh_address="100.64.0.2"))  # fmt: skip

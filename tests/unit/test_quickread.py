@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from meshctl import quickread, runner, session
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 
 REQUEST = {
     "services": ["munge", "slurmd"],

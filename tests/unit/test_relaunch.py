@@ -12,7 +12,7 @@ import yaml
 
 from meshctl import cloud, headcopy, hostkeys, resources
 from meshctl.errors import MeshctlError, ProviderError, UsageError
-from meshctl.mesh import Node
+from meshctl.model import Node
 from meshctl.ops import apply, relaunch
 from tests.cloud_standin import KEY, Standin
 

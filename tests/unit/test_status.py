@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from meshctl import health, resources, runner, slurm
 from meshctl.cli import cli
 from meshctl.errors import PartialError
-from meshctl.mesh import Mesh, Node
+from meshctl.mesh import Mesh
+from meshctl.model import Node
 from meshctl.ops import apply as apply_op
 from meshctl.ops import status as status_op
 

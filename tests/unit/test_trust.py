@@ -19,7 +19,8 @@ import yaml
 
 from meshctl import display, runner
 from meshctl.errors import InventoryError
-from meshctl.mesh import Mesh, Node, Unsafe, to_inventory
+from meshctl.mesh import Mesh, to_inventory
+from meshctl.model import Node, Unsafe
 from tests.conftest import fixture_text, fixtures_in
 from tests.hwfacts import GPU, NO_GPU, ONE_GPU
 

@@ -70,7 +70,8 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
 
     from meshctl import runner
     from meshctl.cli import cli
-    from meshctl.mesh import Mesh, Node
+    from meshctl.mesh import Mesh
+    from meshctl.model import Node
 
     monkeypatch.delenv("MESHCTL_MESH", raising=False)
     mesh = Mesh(tmp_path)
