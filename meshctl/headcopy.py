@@ -2,7 +2,7 @@
 
 A node whose provider cannot stop (capability ``relaunch``: Lambda) is terminated while idle and
 launched again by the head (``meshctl.ops.relaunch``). For that, every converge hands role
-power_save what the head needs (``control_vars``): meshctl's own code as one archive whose bytes
+relaunch what the head needs (``control_vars``): meshctl's own code as one archive whose bytes
 depend only on the files (so it is copied again only when it changed), the Python packages it
 needs, and the control machine's public key of each such node. The head's copy of ``mesh.yml`` is
 the role's work (filter ``head_copy``). The head answers with one record per launch
@@ -85,7 +85,7 @@ def archive_bytes() -> bytes:
 
 @cache
 def code_archive() -> Path:
-    """``archive_bytes`` in a file of this process (removed at exit), for role power_save to copy."""
+    """``archive_bytes`` in a file of this process (removed at exit), for role relaunch to copy."""
     folder = Path(tempfile.mkdtemp(prefix="meshctl-code-"))
     atexit.register(shutil.rmtree, folder, True)
     path = folder / "meshctl-code.tar.gz"
@@ -94,7 +94,7 @@ def code_archive() -> Path:
 
 
 def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
-    """What role power_save needs to give the head its relaunch service: empty without a node the
+    """What role relaunch needs to give the head its relaunch service: empty without a node the
     head may launch again, and on the head's own copy (its meshctl hands nothing on)."""
     wanted = relaunchable(nodes)
     if not wanted or mesh_vars.get("meshctl_head_copy"):
@@ -104,8 +104,7 @@ def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
         public = Path(f"{node.ssh_key}.pub") if node.ssh_key else None
         if public and public.is_file():
             keys[node.name] = public.read_text(encoding="utf-8").strip()
-    return {"power_save_control_code": str(code_archive()), "power_save_control_requirements": requirements(),
-            "power_save_control_keys": keys}  # fmt: skip
+    return {"relaunch_code": str(code_archive()), "relaunch_requirements": requirements(), "relaunch_keys": keys}
 
 
 MAX_SPEC_BYTES = 64 * 1024
@@ -142,8 +141,7 @@ def parse_record(text: str, name: str) -> dict | None:
 def read_record(mesh: Mesh, head: Node, mesh_vars: dict, name: str) -> dict | None:
     """The head's relaunch record of NAME, read over SSH from its copy of the mesh (None when the
     head has none or cannot be asked)."""
-    folder = mesh.setting("power_save_control_dir", mesh_vars,
-                          resources.role_defaults("power_save")["power_save_control_dir"])  # fmt: skip
+    folder = mesh.setting("relaunch_dir", mesh_vars, resources.role_defaults("relaunch")["relaunch_dir"])
     path = f"{folder}/{RECORDS}/{name}.json"
     command = ("" if head.user == "root" else "sudo -n ") + f"cat {shlex.quote(path)}"
     argv = ssh.ssh_argv(head.host, head.user, head.port, head.ssh_key, mesh.known_hosts)

@@ -309,7 +309,7 @@ class Mesh:
         urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in RENTED
                 if os.environ.get(f"MESHCTL_{p.upper()}_API_URL")}  # fmt: skip
         if urls:
-            inventory["all"]["vars"]["power_save_api_urls"] = urls
+            inventory["all"]["vars"]["mesh_provider_api_urls"] = urls
         return inventory
 
     @classmethod

@@ -2,7 +2,7 @@
 
 Every mesh the demo and the tests make installs MLflow on its head (role mlflow), MLflow's client
 and NumPy on every node (role job_env) and, on a head that stops nodes, meshctl's own requirements
-(role power_save). From PyPI that is some 230 MB per mesh, and most of pip's time on a node is
+(role relaunch). From PyPI that is some 230 MB per mesh, and most of pip's time on a node is
 asking PyPI's index through this machine's proxy (MLflow's install: 35 s with the index, 24 s from
 a local folder alone, measured 2026-11-26). Here they cross the network once per machine:
 
@@ -61,7 +61,7 @@ def requirement_sets() -> dict[str, list[str]]:
     return {
         "mlflow": [mlflow_package()],
         "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
-        "power_save": headcopy.requirements(),
+        "relaunch": headcopy.requirements(),
     }
 
 

@@ -239,7 +239,7 @@ def bed(tmp_path_factory):
                            "--provider", "local", env=env)  # fmt: skip
             assert made.returncode == 0, made.stdout[-3000:] + made.stderr
             with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA, wheel cache; no PyTorch
-                handle.write(pip_settings("mlflow", "job_env", "power_save"))
+                handle.write(pip_settings("mlflow", "job_env", "relaunch"))
                 handle.write("mlflow_workers: 1\njob_env_torch: ''\n")
                 # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
                 # time (its partition's SuspendTime) can stop it within the minutes of a test.

@@ -18,7 +18,7 @@ NAMES = {"head", "gpu1", "cpu1"}
 
 @pytest.fixture
 def probe():
-    return resources.plugin("modules.mesh_netprobe")
+    return resources.plugin("module_utils.mesh_iperf")
 
 
 def test_a_measured_link_gives_throughput_and_round_trip(probe):

@@ -78,7 +78,7 @@ def test_run_caps_output_and_names_a_missing_or_hanging_command(mod):
     assert big["rc"] == 0 and len(big["stdout"]) == mod.LIMIT
 
 
-def test_http_get_reports_status_and_body_or_zero(mod):
+def test_http_get_reports_status_and_body_or_zero(mod, monkeypatch):
     import http.server
     import threading
 
@@ -97,6 +97,11 @@ def test_http_get_reports_status_and_body_or_zero(mod):
         base = f"http://127.0.0.1:{server.server_port}"
         assert mod.http_get(base + "/health", 5) == {"status": 200, "body": "OK"}
         assert mod.http_get(base + "/other", 5) == {"status": 404, "body": ""}
+        for name in ("http_proxy", "HTTP_PROXY", "all_proxy"):  # the node's own service: never through a proxy
+            monkeypatch.setenv(name, "http://127.0.0.1:9")
+        monkeypatch.setenv("no_proxy", "")
+        assert mod.http_get(base + "/health", 5) == {"status": 200, "body": "OK"}
+        assert mod.http_get("https://127.0.0.1/health", 1)["status"] == 0  # http only: a service of this node
     finally:
         server.shutdown()
     assert mod.http_get(base + "/health", 1) == {"status": 0, "body": ""}  # nothing listens any more

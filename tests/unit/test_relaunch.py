@@ -141,7 +141,7 @@ def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_wher
         names = tar.getnames()
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
         tar.extractall(tmp_path, filter="data")
-    assert "meshctl/ops/relaunch.py" in names and "roles/power_save/tasks/control.yml" in names
+    assert "meshctl/ops/relaunch.py" in names and "roles/relaunch/tasks/install.yml" in names
     assert "plugins/filter/power_save.py" in names and "playbooks/site.yml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/_data/" in n]
     # Unpacked, it is a checkout: meshctl runs from it and finds its playbooks and roles there.
@@ -160,10 +160,10 @@ def test_control_vars_only_with_a_lambda_node_and_never_on_the_heads_copy(mesh, 
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     nodes[-1].ssh_key = str(key)
     wanted = headcopy.control_vars(nodes, mesh_vars)
-    assert wanted["power_save_control_keys"] == {"gpu2": key.with_suffix(".pub").read_text().strip()}
+    assert wanted["relaunch_keys"] == {"gpu2": key.with_suffix(".pub").read_text().strip()}
     assert KEY not in json.dumps(wanted) and "PRIVATE" not in json.dumps(wanted)
-    assert any(r.startswith("ansible") for r in wanted["power_save_control_requirements"])
-    assert not any(r.startswith(("mitogen", "pytest", "molecule")) for r in wanted["power_save_control_requirements"])
+    assert any(r.startswith("ansible") for r in wanted["relaunch_requirements"])
+    assert not any(r.startswith(("mitogen", "pytest", "molecule")) for r in wanted["relaunch_requirements"])
     assert headcopy.control_vars(nodes, {"meshctl_head_copy": True}) == {}
 
 

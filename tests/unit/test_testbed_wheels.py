@@ -28,7 +28,7 @@ def test_what_is_filled_is_read_from_the_roles_own_defaults():
     job_env = yaml.safe_load((REPO / "roles/job_env/defaults/main.yml").read_text())
     assert sets["mlflow"] == [f"mlflow[auth]=={mlflow['mlflow_version']}"]  # vars/main.yml's mlflow_package
     assert sets["job_env"] == job_env["job_env_packages"]
-    assert sets["power_save"] == headcopy.requirements() and sets["power_save"]
+    assert sets["relaunch"] == headcopy.requirements() and sets["relaunch"]
 
 
 def test_a_changed_requirement_or_image_list_is_a_new_fill():
