@@ -38,8 +38,9 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
             hostvars = {**node.hostvars(), "idle_stop": duration}
             plan = power.power_plan({name: hostvars}, mesh.setting("mesh_idle_stop_by_provider", mesh_vars))
             if name in plan["refused"]:
-                raise UsageError(f"{name} cannot be stopped when idle: {plan['refused'][name]}",
-                                 hint="`meshctl machines` shows where each node runs")  # fmt: skip
+                hint = ("give a rented compute node its autostop instead (`meshctl status` shows each node's role)"
+                        if "head" in node.roles else "`meshctl machines` shows where each node runs")  # fmt: skip
+                raise UsageError(f"{name} cannot be stopped when idle: {plan['refused'][name]}", hint=hint)
         before = node.extra.get("idle_stop")
         node.extra["idle_stop"] = False if off else duration
         mesh.save(nodes, mesh_vars)

@@ -443,5 +443,8 @@ def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake
     before = mesh.inventory.read_text()
     refused = invoke(mesh, "autostop", "desk", "30m")
     assert refused.exit_code == 2 and "desk cannot be stopped when idle" in refused.output
+    head = invoke(mesh, "autostop", "head", "30m")  # the head: the fix is another node, not where it runs
+    assert head.exit_code == 2 and "the head is never stopped" in head.output
+    assert "give a rented compute node its autostop instead" in head.output and "machines" not in head.output
     assert invoke(mesh, "autostop", "gpu1", "30 minutess").exit_code == 2
     assert mesh.inventory.read_text() == before and len(fake_runner) == 2 + 1  # status read once, nothing else
