@@ -27,6 +27,8 @@ def command(provider, as_json, mesh_dir) -> None:
         out = {"machines": [dataclasses.asdict(r) for r in rows], "cost_per_hour": total,
                "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
+    elif not cloud.configured(mesh):  # nothing to list or price: only what to do
+        display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
     else:
         display.table(
             "Machines",
@@ -52,8 +54,6 @@ def command(provider, as_json, mesh_dir) -> None:
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
             display.echo(cloud.THIRD_PARTY_HOST)
-        if not cloud.configured(mesh):
-            display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
     if problems:
         raise PartialError("some providers did not answer: " + "; ".join(f"{p}: {m}" for p, m in problems.items()),
                            hint="the machines of the others are listed above")  # fmt: skip

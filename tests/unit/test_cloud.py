@@ -476,6 +476,8 @@ def test_a_nodes_instance_is_kept_in_mesh_yml_and_checked(mesh):
 def test_provider_keys_stay_out_of_process_arguments_and_output(mesh, runpod, tmp_path):
     result = CliRunner().invoke(cli, ["provider", "list", "--mesh", str(mesh.path)])
     assert "no provider accounts" in result.output
+    nothing = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)])  # no empty table, no $0.00/h
+    assert nothing.exit_code == 0 and "no provider accounts" in nothing.output and "$" not in nothing.output
     CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", key_file(tmp_path), "--mesh", str(mesh.path)])
     listed = CliRunner().invoke(cli, ["provider", "list", "--mesh", str(mesh.path)]).output
     assert "runpod" in listed and KEY not in listed
