@@ -119,13 +119,34 @@ def answering(port: int = PORT) -> bool:
 
 
 def bridge_address() -> str | None:
-    """This machine's address on Docker's default bridge (docker0), or None."""
+    """This machine's address on Docker's default bridge (docker0), or None.
+
+    Docker names it as the network's gateway; an engine that leaves the gateway out of the bridge's
+    IPAM settings (seen with Docker 28 here: only the subnet) gives the bridge's first address,
+    which Docker takes for docker0 by default."""
     result = subprocess.run(
-        ["docker", "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}"],
+        ["docker", "network", "inspect", "bridge", "--format",
+         "{{range .IPAM.Config}}{{.Gateway}}|{{.Subnet}} {{end}}"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    addresses = [a for a in result.stdout.split() if a.count(".") == 3] if result.returncode == 0 else []
-    return addresses[0] if addresses else None
+    return gateway_of(result.stdout) if result.returncode == 0 else None
+
+
+def gateway_of(ipam: str) -> str | None:
+    """The bridge's address from ``GATEWAY|SUBNET`` pairs: the first IPv4 gateway, else the first
+    host of the first IPv4 subnet."""
+    import ipaddress
+
+    pairs = [item.partition("|")[::2] for item in ipam.split()]
+    for gateway, _subnet in pairs:
+        if gateway.count(".") == 3:
+            return gateway
+    for _gateway, subnet in pairs:
+        with contextlib.suppress(ValueError):
+            network = ipaddress.ip_network(subnet, strict=False)
+            if network.version == 4 and network.num_addresses > 2:
+                return str(network.network_address + 1)
+    return None
 
 
 def settings_for(address: str) -> dict[str, str]:

@@ -142,3 +142,12 @@ def test_stop_ends_only_a_server_it_started(monkeypatch, tmp_path):
         assert server.wait(timeout=10) == -15
     finally:
         server.kill()
+
+
+def test_the_bridge_address_is_its_gateway_or_else_its_subnets_first_host():
+    """An engine that names no gateway for the default bridge (Docker 28 here) left every bed
+    without the cache: its nodes went to PyPI."""
+    assert wheels.gateway_of("172.17.0.1|172.17.0.0/16 ") == "172.17.0.1"
+    assert wheels.gateway_of("|172.17.0.0/16 ") == "172.17.0.1"
+    assert wheels.gateway_of("|fd00::/64 |10.9.0.0/24 ") == "10.9.0.1"
+    assert wheels.gateway_of("") is None and wheels.gateway_of("|nonsense ") is None
