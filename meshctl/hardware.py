@@ -2,15 +2,14 @@
 
 The parsers are the ones the ``mesh_hw_facts`` module runs on nodes
 (``plugins/module_utils/mesh_hw.py``, imported as the collection's package, one copy), and
-the lines come from the slurm role's own Jinja snippets (``node_line.j2``, ``gres_lines.j2``).
+the lines come from the filters roles slurm_controller and slurm_node render Slurm's files with
+(``plugins/filter/slurm_nodes.py``: ``slurm_node_line``, ``slurm_gres_lines``).
 """
 
 from __future__ import annotations
 
-from functools import cache
 from types import ModuleType
 
-import jinja2
 import netaddr
 
 from meshctl import resources
@@ -21,14 +20,8 @@ def mesh_hw() -> ModuleType:
     return resources.plugin("module_utils.mesh_hw")
 
 
-@cache
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resources.roles_dir() / "slurm" / "templates")),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,  # as Ansible's template module
-        keep_trailing_newline=True,
-    )
+def slurm_nodes() -> ModuleType:
+    return resources.plugin("filter.slurm_nodes")
 
 
 def check_address(addr: str) -> str:
@@ -64,7 +57,5 @@ def facts_from_outputs(
 
 def render_node(name: str, addr: str | None, provider: str | None, hw: dict) -> dict:
     node = {"name": name, "addr": addr, "provider": provider, "hw": hw}
-    env = _templates()
-    node_line = env.get_template("node_line.j2").render(node=node).strip()
-    gres_lines = [line for line in env.get_template("gres_lines.j2").render(node=node).splitlines() if line.strip()]
-    return {"node_line": node_line, "gres_lines": gres_lines}
+    lines = slurm_nodes()
+    return {"node_line": lines.slurm_node_line(node), "gres_lines": lines.slurm_gres_lines(node)}

@@ -29,7 +29,7 @@ from meshctl.model import Unsafe, facts_problems
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
-REPORT_FACTS = ("tailscale_report", "slurm_usage_report", "doctor_report")
+REPORT_FACTS = ("tailscale_report", "slurm_accounting_usage_report", "doctor_report")
 # The hardware facts the mesh_facts module returns; meshctl records them per node after a run.
 HW_FACT = "mesh_hw"
 # What `meshctl status` is to read on a node (playbooks/tasks/status_request.yml); recorded too.

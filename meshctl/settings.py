@@ -25,6 +25,13 @@ from meshctl import resources
 # Keys meshctl itself reads or writes that no role declares.
 OWN = ("idle_stop", "idle_terminate", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
 NEAR = 0.85  # how alike a name must be to a known one to be taken for a misspelling of it
+# Settings a role renamed (old name: new name), said as such: a close match would guess wrong.
+RENAMED = {
+    "slurm_package_cache_dir": "slurm_build_cache_dir",  # the Slurm roles' split (issue 40)
+    "slurm_source_suites": "slurm_build_source_suites",
+    "slurm_drain_force": "slurm_controller_drain_force",
+    "slurm_drain_timeout": "slurm_controller_drain_timeout",
+}
 TRUE_WORDS = ("true", "yes", "on", "1", "false", "no", "off", "0")
 
 
@@ -132,6 +139,8 @@ def check_mapping(values: dict, file: str, lines: dict[tuple, int], path: tuple 
             close = difflib.get_close_matches(key, sorted(known()), n=1, cutoff=0.75)
             hint = (f"did you mean `{close[0]}`?" if close else "each role's README lists its settings") + (
                 " (Ansible would ignore it silently)")  # fmt: skip
+            if key in RENAMED:
+                hint = f"it is now `{RENAMED[key]}`: rename it (Ansible would ignore the old name silently)"
             problems.append(Problem(file, line, key, f"unknown setting `{key}`", hint))
             continue
         wrong = type_problem(value, (specs().get(key) or {}).get("type"))

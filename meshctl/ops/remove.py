@@ -26,7 +26,7 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
         cloud.stored_key(mesh, mesh_vars, node.instance.partition(":")[0])  # the account, before anything changes
     head = head_of(nodes)
     remaining = [n for n in nodes if n.name != name]
-    extravars = {"slurm_drain_force": bool(force), "slurm_drain_timeout": int(timeout)}
+    extravars = {"slurm_controller_drain_force": bool(force), "slurm_controller_drain_timeout": int(timeout)}
     result = session.run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node],
                          extravars=extravars, verbosity=verbosity)  # fmt: skip
     if result.failed or head.name in result.unreachable:

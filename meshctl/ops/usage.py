@@ -1,7 +1,7 @@
 """`meshctl usage`: GPU-hours, CPU-hours and cost per user for a period, from Slurm's accounting.
 
 The controller reads the period's jobs (``sacct --allocations --parsable2``: user, nodes,
-elapsed seconds, allocated TRES; roles/slurm/tasks/usage.yml); the sums are made here. Cost is an
+elapsed seconds, allocated TRES; roles/slurm_accounting/tasks/usage.yml); the sums are made here. Cost is an
 estimate at today's prices: each job pays, on each of its nodes, the node's $/h (its provider's,
 meshctl/cloud.py) times its share of the node (GPUs allocated over the node's GPUs, else CPUs over
 CPUs) times its hours. A node without a known price (a desktop) costs nothing.
@@ -152,7 +152,7 @@ def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, unt
         runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
         [head_of(nodes)],
         verbosity=verbosity,
-        extravars={"slurm_usage_start": start, "slurm_usage_end": end},
+        extravars={"slurm_accounting_usage_start": start, "slurm_accounting_usage_end": end},
         converge=False,
         mitogen=False,
         stream=bool(verbosity),

@@ -120,7 +120,7 @@ def slurm_plugins(version, cgroup_versions, any_container):
 
 def slurm_builds(versions, mesh_major):
     """Hosts whose packaged Slurm is not the mesh's major: they get the mesh's version built for
-    their distribution (roles/slurm/tasks/build.yml). ``versions`` maps host -> version (installed,
+    their distribution (role slurm_build). ``versions`` maps host -> version (installed,
     else the candidate); a host with no Slurm package at all is left to the version check."""
     wanted = slurm_major(mesh_major)
     if wanted is None:

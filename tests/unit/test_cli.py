@@ -218,7 +218,7 @@ def test_remove_node_runs_on_the_node_and_the_head_only(mesh, fake_runner):
     assert call["playbook"] == "remove_node.yml" and call["limit"] == "localhost,head,gpu1"
     groups = call["inventory"]["all"]["children"]
     assert set(groups["leaving"]["hosts"]) == {"gpu1"} and "gpu1" not in groups["compute"]["hosts"]
-    assert call["extravars"] == {"slurm_drain_force": True, "slurm_drain_timeout": 30}
+    assert call["extravars"] == {"slurm_controller_drain_force": True, "slurm_controller_drain_timeout": 30}
     assert [n.name for n in mesh.load()[0]] == ["head", "cpu1"]
     assert "gpu1" not in mesh.load_facts()
 

@@ -1,5 +1,5 @@
 """Docs that stay true (issue 40): every file or folder of the project a document names in
-backticks (`meshctl/quickread.py`, `roles/slurm/tasks/build.yml:12`) exists."""
+backticks (`meshctl/quickread.py`, `roles/slurm_build/tasks/main.yml:12`) exists."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def named_paths(text: str) -> set[str]:
 
 
 def test_paths_are_read_from_backticks_only():
-    text = "`meshctl/mesh.py` and `roles/slurm/tasks/build.yml:12`, not meshctl/x.py or `roles/<role>/README.md`"
-    assert named_paths(text) == {"meshctl/mesh.py", "roles/slurm/tasks/build.yml"}
+    text = "`meshctl/mesh.py` and `roles/slurm_build/tasks/main.yml:12`, not meshctl/x.py or `roles/<role>/README.md`"
+    assert named_paths(text) == {"meshctl/mesh.py", "roles/slurm_build/tasks/main.yml"}
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))

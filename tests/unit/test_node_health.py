@@ -1,4 +1,4 @@
-"""The node health check (roles/slurm/templates/node_health.sh.j2) run for real, with sinfo,
+"""The node health check (roles/slurm_node/templates/node_health.sh.j2) run for real, with sinfo,
 scontrol, munge and unmunge replaced by recorders on PATH: what it decides, and what it tells Slurm."""
 
 import os
@@ -11,7 +11,7 @@ import pytest
 
 from meshctl import resources
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm_node" / "templates"
 
 
 def quote(value):  # Ansible's `quote` filter (shlex.quote)

@@ -58,22 +58,22 @@ def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, runner_cal
 
 def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_call, monkeypatch):
     monkeypatch.delenv("MESHCTL_MITOGEN", raising=False)
-    seen = runner_call(extravars={"slurm_drain_force": True})
-    assert "ANSIBLE_STRATEGY" not in seen["envvars"] and seen["extravars"] == {"slurm_drain_force": True}
+    seen = runner_call(extravars={"slurm_controller_drain_force": True})
+    assert "ANSIBLE_STRATEGY" not in seen["envvars"] and seen["extravars"] == {"slurm_controller_drain_force": True}
 
     monkeypatch.setenv("MESHCTL_MITOGEN", "1")
-    seen = runner_call(extravars={"slurm_drain_force": True})
+    seen = runner_call(extravars={"slurm_controller_drain_force": True})
     env = seen["envvars"]
     assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
     plugins = runner.Path(env["ANSIBLE_STRATEGY_PLUGINS"])
     assert (plugins / "mitogen_linear.py").is_file() and (plugins / "mitogen_free.py").is_file()
     # site.yml's free play takes Mitogen's free strategy; the caller's extravars are kept
-    assert seen["extravars"] == {"meshctl_free_strategy": "mitogen_free", "slurm_drain_force": True}
+    assert seen["extravars"] == {"meshctl_free_strategy": "mitogen_free", "slurm_controller_drain_force": True}
 
     monkeypatch.setenv("MESHCTL_MITOGEN", "0")
-    seen = runner_call(extravars={"slurm_drain_force": True})
+    seen = runner_call(extravars={"slurm_controller_drain_force": True})
     assert "ANSIBLE_STRATEGY" not in seen["envvars"] and "ANSIBLE_STRATEGY_PLUGINS" not in seen["envvars"]
-    assert seen["extravars"] == {"slurm_drain_force": True}
+    assert seen["extravars"] == {"slurm_controller_drain_force": True}
 
 
 def test_the_run_log_says_which_way_the_run_went(tmp_path, runner_call, monkeypatch):

@@ -26,6 +26,10 @@ def write(mesh, text, name="all.yml"):
          "did you mean `job_users_list`?"),
         ("mlflow_port: 5000\nslurm_accounting: [1]\n", 2, "`slurm_accounting` is list [1], not bool", "README"),
         ("mlflow_port: lots\n", 1, "`mlflow_port` is str 'lots', not int", "README"),
+        # A setting a role renamed is named with its new name, not the closest one (slurm_ready_timeout).
+        ("slurm_drain_timeout: 60\n", 1, "unknown setting `slurm_drain_timeout`",
+         "it is now `slurm_controller_drain_timeout`: rename it"),
+        ("slurm_package_cache_dir: /srv/debs\n", 1, "unknown setting", "it is now `slurm_build_cache_dir`"),
     ],
 )  # fmt: skip
 def test_a_misspelt_or_mistyped_setting_is_refused_with_its_file_and_line(mesh, text, line, said, hint):

@@ -1,4 +1,5 @@
-"""The slurm role's templates rendered from fact sets, checked line by line."""
+"""The Slurm roles' templates (slurm_controller, slurm_node, slurm_accounting) rendered from fact
+sets with role slurm's settings, checked line by line."""
 
 import os
 import shlex
@@ -9,11 +10,28 @@ import jinja2
 import pytest
 import yaml
 
+from meshctl import resources
 from tests.conftest import fixture_text
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "templates"
-DEFAULTS = yaml.safe_load((TEMPLATES.parent / "defaults" / "main.yml").read_text())
-ROLE_VARS = yaml.safe_load((TEMPLATES.parent / "vars" / "main.yml").read_text())
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+TEMPLATES = [str(ROLES / role / "templates") for role in ("slurm_controller", "slurm_node", "slurm_accounting")]
+DEFAULTS = {
+    **yaml.safe_load((ROLES / "slurm" / "defaults" / "main.yml").read_text()),
+    **yaml.safe_load((ROLES / "slurm_accounting" / "defaults" / "main.yml").read_text()),
+}
+ROLE_VARS = {
+    **yaml.safe_load((ROLES / "slurm" / "vars" / "main.yml").read_text()),
+    **yaml.safe_load((ROLES / "slurm_accounting" / "vars" / "main.yml").read_text()),
+}
+
+
+def environment(**options) -> jinja2.Environment:
+    """Jinja as Ansible's template module sets it up here: the roles' templates, and this
+    collection's filters they call (plugins/filter/slurm_nodes.py)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), **options)
+    for name, function in resources.plugin("filter.slurm_nodes").FilterModule().filters().items():
+        env.filters[f"meshctl.mesh.{name}"] = function
+    return env
 
 
 def comment(text):  # the part of Ansible's `comment` filter these templates use
@@ -22,9 +40,7 @@ def comment(text):  # the part of Ansible's `comment` filter these templates use
 
 @pytest.fixture
 def render():
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined, trim_blocks=True
-    )
+    env = environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
     env.filters["comment"] = comment
     env.filters["quote"] = lambda text: shlex.quote(str(text))  # Ansible's quote
 
@@ -171,7 +187,7 @@ def test_a_job_whose_node_fails_is_requeued_and_a_script_may_ask_to_run_again(re
     assert "AuthInfo=cred_expire=120" in lines  # the requeue delay: Slurm's own default unless set
     assert "AuthInfo=cred_expire=30" in slurm_conf(render, mesh, [], slurm_requeue_delay=30)
     assert "HealthCheckProgram=/usr/local/libexec/meshctl/node-health" in lines and "HealthCheckNodeState=ANY" in lines
-    ddp = (TEMPLATES.parents[2] / "examples" / "ddp" / "ddp.sbatch").read_text()
+    ddp = (ROLES.parent / "examples" / "ddp" / "ddp.sbatch").read_text()
     assert "awk '/^RequeueExit / " in ddp and "#SBATCH --requeue" in ddp  # the example reads the mesh's code
 
 
@@ -257,8 +273,7 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path}/scontrol.log\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True)  # fmt: skip
+    env = environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
     env.filters["comment"] = comment
     env.filters["quote"] = lambda text: shlex.quote(str(text))
     script = env.get_template("slurmd_start.sh.j2").render(
@@ -354,7 +369,7 @@ def test_task_prolog_exports_the_interface_holding_the_mesh_address(render, tmp_
     NIC and tailscale0: the collective libraries get tailscale0, the one holding the mesh address."""
     import subprocess
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True)
+    env = environment(trim_blocks=True)
     env.filters["comment"] = comment
     script = env.get_template("task_prolog.sh.j2").render(
         ansible_managed="Ansible managed",
@@ -445,7 +460,7 @@ def test_slurmdbd_conf_uses_the_socket_and_no_password(render):
         slurm_user="slurm",
         slurm_log_dir="/var/log/slurm",
         slurm_accounting_db_name=DEFAULTS["slurm_accounting_db_name"],
-        slurm_dbd_pid_file=ROLE_VARS["slurm_dbd_pid_file"],
+        slurm_accounting_dbd_pid_file=ROLE_VARS["slurm_accounting_dbd_pid_file"],
     )
     settings = dict(line.split("=", 1) for line in lines)
     assert settings["PidFile"] == "/run/slurmdbd/slurmdbd.pid"  # the runtime folder its unit drop-in makes
@@ -467,7 +482,7 @@ def test_task_prolog_exports_the_environment_files_lines_and_nothing_else(tmp_pa
     (a command substitution, spaces, a comment) is never printed as an export."""
     import subprocess
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True)
+    env = environment(trim_blocks=True)
     env.filters["comment"] = comment
     folder = tmp_path / "task-env.d"
     folder.mkdir()
@@ -509,7 +524,7 @@ def role_power_values(host: str, idle: dict[str, int]) -> dict:
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    role_vars = yaml.safe_load((TEMPLATES.parent / "vars" / "main.yml").read_text())
+    role_vars = yaml.safe_load((ROLES / "slurm" / "vars" / "main.yml").read_text())
     names = ("slurm_power_feature", "slurm_power_feature_prefix", "slurm_power_save", "slurm_idle_times")
     variables = {
         "mesh_power_plan": {"nodes": {name: {"idle_stop": s} for name, s in idle.items()}, "refused": {}},

@@ -96,4 +96,4 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
     assert out["users"][0]["gpu_hours"] == 4.0 and out["since"] == "2026-11-01" and out["until"] == "now"
     ((playbook, kw),) = calls
     assert playbook == "usage.yml" and kw["limit"] == runner.limit_to(["head"])  # the head only
-    assert kw["extravars"] == {"slurm_usage_start": "2026-11-01", "slurm_usage_end": "now"}
+    assert kw["extravars"] == {"slurm_accounting_usage_start": "2026-11-01", "slurm_accounting_usage_end": "now"}
