@@ -289,20 +289,15 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     inventory = root / "lab" / "mesh.yml"
     data = yaml.safe_load(inventory.read_text())
     first = data["all"]["hosts"]["gpu2"]["meshctl_instance"]
-    data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
-    data["all"]["hosts"]["gpu2"].update({"idle_stop": f"{IDLE}s", "idle_terminate": True})
+    # First an idle time longer than they have been idle (since the bed was made), so that Slurm
+    # stops neither during the second apply, which shows nothing of it is done twice; then IDLE,
+    # which Slurm acts on at once at that apply's last step (their features).
+    data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": "30m"})
+    data["all"]["hosts"]["gpu2"].update({"idle_stop": "30m", "idle_terminate": True})
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     applied = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     assert KEY not in applied.stdout + applied.stderr
-    conf = on_head("cat /etc/slurm/slurm.conf")
-    assert "SuspendTime=3600" in conf and "SuspendExcParts=meshctl_on" in conf
-    assert f"PartitionName=meshctl_idle_{IDLE} Nodes=meshctl_idle_{IDLE} Hidden=YES State=INACTIVE " \
-           f"SuspendTime={IDLE}" in conf  # fmt: skip
-    for name in ("n1", "gpu2"):
-        assert f"meshctl_idle_{IDLE}" in on_head(f"scontrol show node {name} | grep -o 'AvailableFeatures=.*'")
-        assert "meshctl_on" not in on_head(f"sinfo --noheader --Node --nodes={name} --format=%P")  # only main
-    assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
     # The head's relaunch service (gpu2's provider has no stop): meshctl and its packages, the
     # head's copy of the mesh (root only).
     assert on_head("systemctl is-active meshctl-relaunch.path") == "active"
@@ -312,6 +307,20 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     assert "ansible_connection: local" in on_head("cat /var/lib/meshctl/control/mesh.yml")
     again = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)  # nothing of it is done twice
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    data = yaml.safe_load(inventory.read_text())
+    for name in ("n1", "gpu2"):
+        data["all"]["hosts"][name]["idle_stop"] = f"{IDLE}s"
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+    applied = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)
+    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
+    conf = on_head("cat /etc/slurm/slurm.conf")
+    assert "SuspendTime=3600" in conf and "SuspendExcParts=meshctl_on" in conf
+    assert f"PartitionName=meshctl_idle_{IDLE} Nodes=meshctl_idle_{IDLE} Hidden=YES State=INACTIVE " \
+           f"SuspendTime={IDLE}" in conf  # fmt: skip
+    for name in ("n1", "gpu2"):
+        assert f"meshctl_idle_{IDLE}" in on_head(f"scontrol show node {name} | grep -o 'AvailableFeatures=.*'")
+        assert "meshctl_on" not in on_head(f"sinfo --noheader --Node --nodes={name} --format=%P")  # only main
+    assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
     # Idle for longer than idle_stop: Slurm runs the head's program, which stops n1's machine and,
     # Lambda having no stop, terminates gpu2's instance.
     n1_rests = lambda: node_state("n1").endswith("~") and not running("power-n1")  # noqa: E731
