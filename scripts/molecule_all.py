@@ -75,7 +75,7 @@ def testbed_pip() -> str:
     try:
         from meshctl.localmesh import wheels
     except ImportError:  # run without meshctl installed: the CA bundle alone
-        return json.dumps({"PIP_CERT": "/etc/ssl/certs/ca-certificates.crt"})
+        return json.dumps({"PIP_CERT": "/etc/ssl/certs/ca-certificates.crt", "PIP_COMPILE": "0"})
     return json.dumps(wheels.bed_pip_environment())
 
 

@@ -64,8 +64,10 @@ def test_a_bed_gets_the_cache_only_when_it_is_filled_with_todays_list_and_answer
         "PIP_TRUSTED_HOST": f"172.17.0.1:{wheels.PORT}",
     }
     assert wheels.bed_pip_environment()["PIP_CERT"] == wheels.CA_BUNDLE
+    assert wheels.bed_pip_environment()["PIP_COMPILE"] == "0"  # with the cache or without it
     monkeypatch.setattr(wheels, "answering", lambda port=wheels.PORT: False)
-    assert wheels.pip_environment() == {} and wheels.bed_pip_environment() == {"PIP_CERT": wheels.CA_BUNDLE}
+    assert wheels.pip_environment() == {}
+    assert wheels.bed_pip_environment() == {"PIP_CERT": wheels.CA_BUNDLE, "PIP_COMPILE": "0"}
 
 
 def _wheel(folder: Path, name: str, version: str) -> Path:
