@@ -36,6 +36,13 @@ def wait_for(what, seconds: float, step: float = 2):
     return what()
 
 
+# What the end-to-end beds leave out of a mesh's defaults, as a user may: one MLflow worker, no
+# PyTorch in the job environment and no MPI (no job of theirs trains or runs MPI: Molecule's
+# `default` scenario installs both and runs DDP and MPI jobs, verify_training.yml). MPI alone is
+# Open MPI and its libraries on every node (issue 39: checks at the level they need).
+BED_SETTINGS = "mlflow_workers: 1\njob_env_torch: ''\njob_env_mpi: false\n"
+
+
 def meshctl_in(root, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """The real CLI, run in ROOT/lab (the mesh `init lab` made) or ROOT, with ENV added."""
     cwd = root / "lab" if (root / "lab").exists() else root

@@ -25,7 +25,7 @@ import pytest
 
 from meshctl.localmesh import nodes
 from meshctl.mesh import Mesh
-from tests.e2e import MITOGEN, on_container, pip_settings, runs_said, wait_for_ssh
+from tests.e2e import BED_SETTINGS, MITOGEN, on_container, pip_settings, runs_said, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -176,9 +176,7 @@ def test_init_records_the_head_after_preflight(bed):
     assert "Debian GNU/Linux 12" in result.stdout
     assert (bed.mesh / "secrets").stat().st_mode & 0o777 == 0o700
     with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # the test bed's CA and wheel cache for pip
-        handle.write(pip_settings("mlflow", "job_env") + "mlflow_workers: 1\n")
-        # The job environment without PyTorch here (molecule's default scenario installs it).
-        handle.write("job_env_torch: ''\n")
+        handle.write(pip_settings("mlflow", "job_env") + BED_SETTINGS)  # no PyTorch, no MPI here
         handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")  # jobs are hers: root runs none
     listed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(bed.mesh / "mesh.yml"), "--list"],
@@ -260,7 +258,7 @@ def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
     (link,) = out["links"]  # ctl and n1: one pair, measured once
     assert (link["source"], link["target"], link["error"]) == ("ctl", "n1", ""), link
     assert link["mbps"] > 1 and link["rtt_ms"] is not None and link["path"], link  # the stand-in tailnet
-    # No PyTorch in this bed's job environment (job_env_torch ''): said, not a failure.
+    # No PyTorch in this bed's job environment (BED_SETTINGS): said, not a failure.
     assert out["allreduce"]["error"].startswith("no PyTorch"), out["allreduce"]
     assert out["problems"] == {}
     assert bed.on_head("pgrep -x iperf3 || true").strip() == ""  # nothing left running

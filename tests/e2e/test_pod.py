@@ -34,7 +34,7 @@ import yaml
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
-from tests.e2e import MITOGEN, pip_settings, runs_said, wait_for, wait_for_ssh
+from tests.e2e import BED_SETTINGS, MITOGEN, pip_settings, runs_said, wait_for, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -218,7 +218,7 @@ def test_add_node_of_a_pod_gives_an_idle_node_that_runs_jobs(bed):
                          "--provider", "local", "--authkey-file", str(key_file))  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     with (bed.mesh / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA for pip; no PyTorch
-        handle.write(pip_settings("mlflow", "job_env") + "mlflow_workers: 1\njob_env_torch: ''\n")
+        handle.write(pip_settings("mlflow", "job_env") + BED_SETTINGS)
         handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")  # jobs are hers: root runs none
     result = bed.meshctl("add-node", f"root@{POD}", "--name", "rp1", "--ssh-key", str(bed.key))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr

@@ -48,7 +48,16 @@ import yaml
 
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import MITOGEN, meshctl_in, on_container, pip_settings, runs_said, slurm_job_state, wait_for
+from tests.e2e import (
+    BED_SETTINGS,
+    MITOGEN,
+    meshctl_in,
+    on_container,
+    pip_settings,
+    runs_said,
+    slurm_job_state,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -240,7 +249,7 @@ def bed(tmp_path_factory):
             assert made.returncode == 0, made.stdout[-3000:] + made.stderr
             with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA, wheel cache; no PyTorch
                 handle.write(pip_settings("mlflow", "job_env", "relaunch"))
-                handle.write("mlflow_workers: 1\njob_env_torch: ''\n")
+                handle.write(BED_SETTINGS)
                 # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
                 # time (its partition's SuspendTime) can stop it within the minutes of a test.
                 handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
