@@ -38,8 +38,7 @@ if ! grep -q '^job_env_' "$MESH/group_vars/all.yml"; then
   wheels=${MESHCTL_WHEELS:-/opt/wheels}
   wheel=$(ls "$wheels"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -n 1 || true)
   {
-    # No bytecode for all of torch at install (a job compiles what it imports): meshctl/localmesh/wheels.py.
-    printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n  PIP_COMPILE: "0"\n'
+    printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n'
     if [ -n "$wheel" ]; then
       version=$(basename "$wheel" | cut -d- -f2 | cut -d+ -f1)
       printf 'job_env_torch: torch==%s\njob_env_find_links_dir: %s\n' "$version" "$wheels"

@@ -50,12 +50,13 @@ STARTED_BY_US = RUN_DIR / "pid"
 LOG = RUN_DIR / "server.log"
 SUITES = tuple(images.SUITES)  # every node image: each Python picks its own files
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-# A test bed's pip writes no bytecode for what it installs: compiling every module of MLflow's server
-# and of the job environment (PyTorch) was three quarters of each install's CPU time (mlflow[auth]
-# 41 -> 9 CPU-s, torch with mlflow-skinny and numpy 35 -> 10, measured in a bookworm node), while a
-# process compiles only what it imports (about 3.5 s more for MLflow's server, 2.5 s for `import
-# torch`). pip reads `--compile`'s own variable: PIP_COMPILE=0 (PIP_NO_COMPILE=1 compiles: pip
-# inverts the values of its --no-* variables).
+# A test bed's pip writes no bytecode for what it installs: compiling every module of MLflow's
+# server (its whole dependency tree) was three quarters of the install's CPU time (mlflow[auth]
+# 41 -> 9 CPU-s in a bookworm node), while the server compiles only what it imports, about 3.5 s
+# more at each start. Not where PyTorch is installed (Molecule's `default`): each training process
+# imports torch, 2.5 s more each time without its bytecode, which cost more than the install saved
+# (docs/testing.md, run 21). pip reads `--compile`'s own variable: PIP_COMPILE=0
+# (PIP_NO_COMPILE=1 compiles: pip inverts the values of its --no-* variables).
 NO_COMPILE = {"PIP_COMPILE": "0"}
 FILL_VERSION = "1"
 SERVER_PYTHON = "/usr/bin/python3"  # the system's: nobody may not reach a checkout's virtualenv
