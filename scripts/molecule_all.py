@@ -3,14 +3,15 @@
 
 Usage: scripts/molecule_all.py [SCENARIO ...]   (every folder of molecule/ with a molecule.yml)
 
-The steps that run the project's playbooks (converge, idempotence, verify) run under Mitogen's
-strategy, as meshctl's own runs do (meshctl/runner.py): one Python per node for the whole run
-instead of a `docker exec` and a fresh interpreter per task (measured on the default scenario:
-converge 231 -> 186 s, idempotence 94 -> 57 s; docs/testing.md). Molecule's own steps (create,
-destroy, ...) keep Ansible's strategy: its docker driver waits on async jobs in a folder Mitogen
-does not use. Before each scenario, MESHCTL_TESTBED_PIP says the pip environment its
-group_vars give the roles: the test images' CA bundle and, once `make wheels` has filled it, the
-test bed's wheel cache (meshctl/localmesh/wheels.py). Each step prints
+Every step that runs a playbook runs under Mitogen's strategy, as meshctl's own runs do
+(meshctl/runner.py): one Python per node for the whole run instead of a `docker exec` and a fresh
+interpreter per task (measured on the default scenario: converge 231 -> 186 s, idempotence
+94 -> 57 s; the tailscale scenario's prepare 44 -> 20 s; docs/testing.md). `molecule create` runs
+the scenario's prepare too. create and destroy are this project's playbooks (molecule/resources/):
+the docker driver's own wait on async jobs, which Mitogen's strategy does not keep where they look.
+Before each scenario, MESHCTL_TESTBED_PIP says the pip environment its group_vars give the roles:
+the test images' CA bundle and, once `make wheels` has filled it, the test bed's wheel cache
+(meshctl/localmesh/wheels.py). Each step prints
 `==> [molecule SCENARIO STEP] Ns`; a failed step stops the run (after `destroy`, as `molecule test` does), exit 1.
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-MITOGEN_STEPS = ("converge", "idempotence", "verify")
+MITOGEN_STEPS = ("create", "prepare", "converge", "idempotence", "verify", "cleanup", "destroy")
 DEFAULT_SEQUENCE = ["destroy", "syntax", "create", "prepare", "converge", "idempotence", "verify", "cleanup", "destroy"]
 
 

@@ -298,11 +298,11 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     inventory = root / "lab" / "mesh.yml"
     data = yaml.safe_load(inventory.read_text())
     first = data["all"]["hosts"]["gpu2"]["meshctl_instance"]
-    # First an idle time longer than they have been idle (since the bed was made), so that Slurm
-    # stops neither during the second apply, which shows nothing of it is done twice; then IDLE,
-    # which Slurm acts on at once at that apply's last step (their features).
-    data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": "30m"})
-    data["all"]["hosts"]["gpu2"].update({"idle_stop": "30m", "idle_terminate": True})
+    # Idle since the bed was made: Slurm acts on IDLE at once, at the apply's last step (their
+    # features). That nothing of it is done twice is shown by a second apply while jobs hold both
+    # (the next test): here Slurm would stop them in the middle of it.
+    data["all"]["hosts"]["n1"].update({"meshctl_instance": f"paperspace:{machine.id}", "idle_stop": f"{IDLE}s"})
+    data["all"]["hosts"]["gpu2"].update({"idle_stop": f"{IDLE}s", "idle_terminate": True})
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     applied = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
@@ -314,14 +314,6 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     assert on_head("stat -c '%a %U' /var/lib/meshctl/control /var/lib/meshctl/control/secrets/munge.key") == \
         "700 root\n600 root"  # fmt: skip
     assert "ansible_connection: local" in on_head("cat /var/lib/meshctl/control/mesh.yml")
-    again = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)  # nothing of it is done twice
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
-    data = yaml.safe_load(inventory.read_text())
-    for name in ("n1", "gpu2"):
-        data["all"]["hosts"][name]["idle_stop"] = f"{IDLE}s"
-    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
-    applied = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)
-    assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     conf = on_head("cat /etc/slurm/slurm.conf")
     assert "SuspendTime=3600" in conf and "SuspendExcParts=meshctl_on" in conf
     assert f"PartitionName=meshctl_idle_{IDLE} Nodes=meshctl_idle_{IDLE} Hidden=YES State=INACTIVE " \
@@ -403,6 +395,13 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     assert host["meshctl_instance"] == f"lambda:{new[0].id}" and host["ansible_host"] == new[0].ip
     assert host["mesh_address"] == new[0].ip  # no tailnet in this bed: the mesh address is the SSH address
     assert f"NodeAddr={new[0].ip} " in on_head("scontrol show node gpu2")  # Slurm reaches the new machine
+    # Nothing of the power plan is done twice (the relaunch service, the power program, the nodes'
+    # features): a second apply, while the jobs hold both nodes, changes nothing on them.
+    again = meshctl(root, "apply", "--limit", "n1,gpu2", env=env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+    lines = again.stdout.splitlines()
+    recap = {line.split()[0]: line.split()[1:] for line in lines[lines.index("Recap") + 2 :] if line.startswith("  ")}
+    assert recap["n1"][1] == "0" and recap["gpu2"][1] == "0", again.stdout[-2500:]  # ok, changed, ...
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True and rows["n1"]["healthy"] is True, rows
