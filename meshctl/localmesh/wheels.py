@@ -53,9 +53,10 @@ CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # A test bed's pip writes no bytecode for what it installs: compiling every module of MLflow's
 # server (its whole dependency tree) was three quarters of the install's CPU time (mlflow[auth]
 # 41 -> 9 CPU-s in a bookworm node), while the server compiles only what it imports, about 3.5 s
-# more at each start. Not where PyTorch is installed (Molecule's `default`): each training process
-# imports torch, 2.5 s more each time without its bytecode, which cost more than the install saved
-# (docs/testing.md, run 21). pip reads `--compile`'s own variable: PIP_COMPILE=0
+# more at each start. Not set where PyTorch is installed (Molecule's `default`): each training
+# process imports torch, 2.5 s more each time without its bytecode; run 21 without it had a verify
+# 95 s longer and a converge 124 s shorter, run 22 with it the other way round (docs/testing.md:
+# one run each, to be measured again). pip reads `--compile`'s own variable: PIP_COMPILE=0
 # (PIP_NO_COMPILE=1 compiles: pip inverts the values of its --no-* variables).
 NO_COMPILE = {"PIP_COMPILE": "0"}
 FILL_VERSION = "1"
