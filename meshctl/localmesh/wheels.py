@@ -52,8 +52,10 @@ SUITES = tuple(images.SUITES)  # every node image: each Python picks its own fil
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # A test bed's pip writes no bytecode for what it installs: compiling every module of MLflow's
 # server (its whole dependency tree) was three quarters of the install's CPU time (mlflow[auth]
-# 41 -> 9 CPU-s in a bookworm node), while the server compiles only what it imports, about 3.5 s
-# more at each start. Not set where PyTorch is installed (Molecule's `default`): each training
+# 41 -> 9 CPU-s in a bookworm node), while the server compiles only what it imports (about 2500
+# modules: its start 6 -> 18 s on an idle machine), once: role mlflow gives a server whose
+# virtualenv has no bytecode a cache folder of its own (mlflow_venv_bytecode, measured
+# 2026-11-27). Not set where PyTorch is installed (Molecule's `default`): each training
 # process imports torch, 2.5 s more each time without its bytecode; run 21 without it had a verify
 # 95 s longer and a converge 124 s shorter, run 22 with it the other way round (docs/testing.md:
 # one run each, to be measured again). pip reads `--compile`'s own variable: PIP_COMPILE=0

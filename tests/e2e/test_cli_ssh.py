@@ -402,7 +402,9 @@ def test_corrupt_mesh_yml_is_refused_untouched(bed):
 
 def test_dry_run_changes_nothing(bed):
     before = bed.digest()
-    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--dry-run")
+    # Under Mitogen (its check mode): test_first_run.py runs the default's dry run on a fresh head.
+    result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--dry-run",
+                         env=MITOGEN)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "100.100.30.12/32" in result.stdout  # the head's diff: the export list gains n2
     assert "e2e-n1" not in result.stdout and "n1 " not in result.stdout  # nobody else is contacted
