@@ -33,14 +33,12 @@ if [ "$again" = 0 ]; then
     >> "$MESH/group_vars/all.yml"
 fi
 # The job environment gets a CPU build of PyTorch: a wheel kept on this machine when there is one
-# (MESHCTL_WHEELS, default /opt/wheels), else PyTorch's CPU index (not gigabytes of CUDA). Without
-# bytecode (PIP_COMPILE=0): torch installs in 12 s instead of 38 on each node, and the demo's two
-# jobs that import it (the DDP job, doctor's all-reduce) compile what they import, 2.5 s a process.
+# (MESHCTL_WHEELS, default /opt/wheels), else PyTorch's CPU index (not gigabytes of CUDA).
 if ! grep -q '^job_env_' "$MESH/group_vars/all.yml"; then
   wheels=${MESHCTL_WHEELS:-/opt/wheels}
   wheel=$(ls "$wheels"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -n 1 || true)
   {
-    printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n  PIP_COMPILE: "0"\n'
+    printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n'
     if [ -n "$wheel" ]; then
       version=$(basename "$wheel" | cut -d- -f2 | cut -d+ -f1)
       printf 'job_env_torch: torch==%s\njob_env_find_links_dir: %s\n' "$version" "$wheels"
