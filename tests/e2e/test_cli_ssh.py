@@ -747,6 +747,9 @@ def test_a_munge_key_others_can_read_stops_the_run_with_the_fix(bed):
     assert result.returncode != 0
     assert "is readable by others (mode 0644)" in result.stdout + result.stderr
     assert "chmod 600" in result.stdout + result.stderr
+    # Stopped in the first play, before any node changed (site.yml checks the secrets there).
+    log = max((bed.mesh / "logs").glob("*-site.log")).read_text(errors="replace")
+    assert "PLAY [Make apt usable" in log and "PLAY [Join the tailnet]" not in log, log[-2000:]
 
 
 # A hostile node's interpreter: Ansible runs a module by piping it into the discovered python3.11

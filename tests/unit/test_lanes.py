@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def make_list(name: str) -> list[str]:
-    found = re.search(rf"^{name} := (.*)$", (REPO / "Makefile").read_text(), re.M)
+    found = re.search(rf"^{name} :=[ \t]*(.*)$", (REPO / "Makefile").read_text(), re.M)
     assert found, f"the Makefile sets no {name}"
     return found.group(1).split()
 
@@ -30,7 +30,7 @@ def test_every_scenario_runs_in_exactly_one_lane():
 def test_scenarios_of_the_two_lanes_share_no_container_name():
     e2e = set().union(*(platforms(s) for s in make_list("E2E_SCENARIOS")))
     molecule = set().union(*(platforms(s) for s in make_list("MOLECULE_SCENARIOS")))
-    assert e2e and molecule and not e2e & molecule, e2e & molecule
+    assert molecule and not e2e & molecule, e2e & molecule  # the e2e lane may run no scenario
 
 
 def test_the_late_e2e_files_exist():

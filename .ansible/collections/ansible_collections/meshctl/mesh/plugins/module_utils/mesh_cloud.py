@@ -1,0 +1,427 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""What the provider clients share, and the one interface they stand behind.
+
+Each provider is one module, ``mesh_cloud_<name>.py`` (``PROVIDERS`` lists them), holding its client
+and its ``CAPABILITIES``: what it can do (stop and start, keep the disk or only a volume, keep the
+address), whether a node of it must be launched again instead of started, its SSH user, where its
+price comes from, how it names GPUs. Everything else (meshctl's ``cloud`` and ``relaunch``, the power
+plan filter, the head's power program) asks ``capabilities(name)`` and ``client_module(name)``, never
+a provider's name. A client has the methods of ``PROTOCOL``; a method a provider cannot do raises a
+CloudError of kind ``unsupported``.
+
+Also here: one HTTP client (JSON over HTTPS with a bearer key, standard library only, so it runs on
+the control machine and on the head alike) that keeps a provider's rate limit, backs off on 429 and
+5xx, never follows a redirect (the key would go with it), and turns every failure into a
+``CloudError`` that says what went wrong and what to do; one shape for an instance and one for an
+offer, whatever the provider calls its fields, checked before anyone uses them (a provider's answer
+is data: a name or address outside its shape is refused, never passed on).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from importlib import import_module
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_text import clean
+
+PROVIDERS = ("lambda", "runpod", "paperspace")  # one module each: mesh_cloud_<name>.py
+# What every client has (a provider that cannot do one raises CloudError of kind "unsupported"); a
+# provider whose nodes are launched again (``relaunch``) also has ``spec(id)``, one that keeps only a
+# volume (``keeps_volume``) ``prepare_stop(id, start_command)``.
+PROTOCOL = ("list", "get", "launch", "stop", "start", "terminate", "offers", "register_key")
+RELAUNCH_PROTOCOL = ("spec",)
+VOLUME_PROTOCOL = ("prepare_stop",)
+MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
+STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "unhealthy", "unknown")
+INSTANCE_KEYS = ("provider", "id", "name", "status", "provider_status", "ssh_host", "ssh_port", "ssh_user", "gpus",
+                 "gpu_type", "price_per_hour", "cloud")  # fmt: skip
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+PLAIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # an instance type, region or instance name
+TEXT_RE = re.compile(r"[A-Za-z0-9 _.,:/()+*=@#-]{0,128}")
+LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
+HOST_RE = re.compile(rf"(?=.{{1,253}}$){LABEL}(?:\.{LABEL})*")
+USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+KINDS = ("auth", "capacity", "quota", "not-found", "rate-limit", "unsupported", "unreachable", "bad-answer",
+         "conflict", "invalid", "created", "error")  # fmt: skip
+LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "public_key", "template_id", "cloud",
+               "volume_gb")  # fmt: skip
+
+
+class Capabilities:
+    """What one provider can do, as its module declares it (``CAPABILITIES``)."""
+
+    FIELDS = {  # noqa: RUF012 (read only)
+        "name": "the provider's name in meshctl (lambda, runpod, paperspace)",
+        "title": "its name for people",
+        "api": "the API and version the client speaks",
+        "default_url": "the API's base URL",
+        "document": "the API document the client and its stand-in were written from",
+        "checked": "the date the client was last compared with that document",
+        "keys_url": "where a user makes an API key",
+        "ssh_user": "the user a new instance is reached as",
+        "can_stop": "it stops and starts an instance, which bills (compute) only while it runs",
+        "keeps_disk": "a stopped instance keeps its whole disk (the node's setup)",
+        "keeps_volume": "a stopped instance keeps only its volume (the container disk is wiped)",
+        "keeps_address": "an instance started again keeps its SSH address and port",
+        "relaunch": "no stop: a node is terminated when idle (opt-in) and launched again and set up anew",
+        "pod": "an instance is a container without systemd: it joins in pod mode",
+        "price": "where its $/h comes from: 'api' (the instance and its offers) or 'setting' (<name>_prices)",
+        "gpu_names": "what a launch's type names (an instance type, a GPU type id, a machine type)",
+        "launch_needs": "what a launch needs beyond a name and a type",
+        "registers_keys": "a launch names an SSH key registered at the provider (register_key)",
+        "marks": "how one of its machines says where it runs: an environment prefix of PID 1 (env), or words "
+        "of its DMI vendor, product or hostname (words)",
+    }
+
+    def __init__(self, **values):
+        missing = set(self.FIELDS) - set(values)
+        extra = set(values) - set(self.FIELDS)
+        if missing or extra:
+            raise ValueError(f"capabilities: missing {sorted(missing)}, unknown {sorted(extra)}")
+        self.__dict__.update(values)
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def __repr__(self):
+        return f"Capabilities({self.name})"
+
+
+def client_module(name):
+    """The module of provider NAME (its ``Client``, ``CAPABILITIES``, ``describe``, ``normalize``)."""
+    if name not in PROVIDERS:
+        raise CloudError(f"unknown provider {name!r}", hint=f"use one of {', '.join(PROVIDERS)}", kind="invalid")
+    return import_module(f"{__name__.rsplit('.', 1)[0]}.mesh_cloud_{name}")
+
+
+def capabilities(name):
+    """Provider NAME's ``Capabilities``."""
+    return client_module(name).CAPABILITIES
+
+
+def with_capability(flag):
+    """The providers whose capability FLAG is true (``relaunch``, ``can_stop``, ``pod`` ...)."""
+    return tuple(p for p in PROVIDERS if getattr(capabilities(p), flag))
+
+
+class CloudError(Exception):
+    """A provider call that failed: ``kind`` (one of KINDS), a message and the fix."""
+
+    def __init__(self, message, hint="", kind="error", status=None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.kind = kind if kind in KINDS else "error"
+        self.status = status
+
+    def __str__(self):
+        return self.message
+
+
+def api_url(provider, default, environ=None):
+    """The API's base URL: ``MESHCTL_<PROVIDER>_API_URL`` when set (a stand-in, a proxy), else DEFAULT."""
+    name = f"MESHCTL_{provider.upper()}_API_URL"
+    url = (environ if environ is not None else os.environ).get(name) or default
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise CloudError(f"{name}={url!r} is not an http(s) URL", hint=f"set it to a base URL such as {default}",
+                         kind="error")  # fmt: skip
+    return url.rstrip("/")
+
+
+def text(value, default=""):
+    """A provider's free text (a name, a GPU description) if it is plain, short text; else DEFAULT."""
+    value = "" if value is None else str(value).strip()
+    return value if TEXT_RE.fullmatch(value) else default
+
+
+def host(value):
+    """An IP address or DNS name, else None."""
+    value = "" if value is None else str(value).strip()
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return value if HOST_RE.fullmatch(value) and not value.replace(".", "").isdigit() else None
+
+
+def number(value, minimum=0.0, maximum=1e9):
+    """A number (int, float or its text) inside the range, else None."""
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return result if minimum <= result <= maximum and result == result else None
+
+
+def instance(provider, id, name, status, provider_status, ssh_host=None, ssh_port=22, ssh_user="root", gpus=0,
+             gpu_type="", price_per_hour=None, cloud=""):  # fmt: skip
+    """One instance in meshctl's shape. Raises CloudError when its id is not one (the rest is made safe).
+    ``cloud``: where the provider runs it, when it says (Runpod: SECURE or COMMUNITY)."""
+    if not isinstance(id, str) or not ID_RE.fullmatch(id):
+        raise CloudError(f"{provider} answered an instance id meshctl refuses ({str(id)[:40]!r})", kind="bad-answer")
+    port = number(ssh_port, 1, 65535)
+    count = number(gpus, 0, 1024)
+    price = number(price_per_hour, 0, 10000)
+    return {
+        "provider": provider,
+        "id": id,
+        "name": text(name),
+        "status": status if status in STATUSES else "unknown",
+        "provider_status": text(provider_status, "?"),
+        "ssh_host": host(ssh_host),
+        "ssh_port": int(port) if port is not None else None,
+        "ssh_user": ssh_user if isinstance(ssh_user, str) and USER_RE.fullmatch(ssh_user) else "root",
+        "gpus": int(count) if count is not None else 0,
+        "gpu_type": text(gpu_type),
+        "price_per_hour": round(price, 4) if price is not None else None,
+        "cloud": text(cloud),
+    }
+
+
+OFFER_KEYS = ("provider", "type", "gpu", "gpus", "max_gpus", "price_per_hour", "regions", "available", "cloud")
+
+
+def offer(provider, type, gpu, gpus, price_per_hour, regions=(), available=True, cloud="", max_gpus=None):
+    """One thing a provider rents now, in meshctl's shape: ``type`` is what a launch names (an
+    instance type, a GPU type id), ``gpu`` the GPU's name for people, ``gpus`` how many, ``price_per_hour``
+    in USD for the whole machine, ``regions`` where it can be had (empty: the provider places it),
+    ``available`` whether the provider says it can be had now; ``max_gpus`` above ``gpus`` when a
+    launch may ask for more of the same GPU at ``gpus`` times the price (Runpod). None when the
+    answer is not one."""
+    count = number(gpus, 0, 1024)
+    price = number(price_per_hour, 0, 10000)
+    most = number(max_gpus, 0, 1024) if max_gpus is not None else count
+    if not isinstance(type, str) or not TEXT_RE.fullmatch(type) or not type or count is None or price is None:
+        return None
+    return {
+        "provider": provider,
+        "type": type,
+        "gpu": text(gpu),
+        "gpus": int(count),
+        "max_gpus": int(max(most or 0, count)),
+        "price_per_hour": round(price, 4),
+        "regions": [r for r in (text(x) for x in regions or ()) if r][:50],
+        "available": bool(available),
+        "cloud": text(cloud),
+    }
+
+
+def price_per_gpu(item):
+    """An offer's $/h for one GPU (the whole price for a machine without GPUs)."""
+    return item["price_per_hour"] / item["gpus"] if item["gpus"] else item["price_per_hour"]
+
+
+def created_anyway(client, name, error):
+    """After a create the provider may have done though it failed (a 5xx, a lost connection, a
+    time-out): the instances now named NAME, as a CloudError that says what may bill and how to
+    delete it; ERROR itself when the answer said plainly that nothing was made."""
+    maybe_done = error.kind == "unreachable" or (error.status or 0) >= 500
+    if not maybe_done:
+        return error
+    try:
+        found = [i for i in client.list() if i["name"] == name and i["status"] != "terminated"]
+    except CloudError as again:
+        return CloudError(f"{error.message}; the create may have been done, and {client.name} could not be asked "
+                          f"whether an instance named {name} exists now ({again.message})",
+                          hint=f"look for {name} in {client.name}'s console: an instance there bills until deleted",
+                          kind=error.kind, status=error.status)  # fmt: skip
+    if not found:
+        return CloudError(f"{error.message}; no instance named {name} exists at {client.name} now",
+                          hint=error.hint or "try again", kind=error.kind, status=error.status)  # fmt: skip
+    ids = ", ".join(f"{i['id']} ({i['status']})" for i in found)
+    return CloudError(f"{error.message}; yet {client.name} now has an instance named {name}: {ids}; it may bill",
+                      hint=f"`meshctl add-node {client.name}:{found[0]['id']} --name {name}` adds it, or delete it: "
+                      f"`meshctl machines --provider {client.name}` shows it, then delete it in {client.name}'s "
+                      "console", kind="created", status=error.status)  # fmt: skip
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: the request carries the key, which must reach only the API."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def rate_limit_wait(header):
+    """Seconds until a request may go again from a ``RateLimit`` header (IETF draft, as Runpod sends
+    it: ``"minute";r=0;t=12, "hour";r=2800;t=1812``): the longest ``t`` of a window with ``r=0``, else 0."""
+    wait = 0.0
+    for member in str(header or "").split(","):
+        params = dict(part.strip().split("=", 1) for part in member.split(";")[1:] if "=" in part)
+        remaining, reset = number(params.get("r"), 0, 1e9), number(params.get("t"), 0, 3600)
+        if remaining == 0 and reset is not None:
+            wait = max(wait, reset)
+    return wait
+
+
+class Http:
+    """JSON requests to one provider's API with its key, paced and retried.
+
+    ``min_interval``: seconds between two requests (a provider's rate limit); a ``RateLimit``
+    header whose window has no request left holds the next one until it resets. A 429 waits
+    Retry-After (or 1, 2, 4, 8 s) and tries again, as does a 5xx or a connection error of a GET,
+    up to ``retries`` times; then the call fails with a CloudError. A change (POST, PATCH,
+    DELETE) is never sent twice after an answer that may mean it was done. A redirect is refused
+    (never followed with the key). ``describe(status, body)`` turns a provider's error answer into
+    (message, kind).
+    """
+
+    def __init__(self, provider, base_url, key, describe, min_interval=0.0, retries=4, timeout=30,
+                 clock=time.monotonic, sleep=time.sleep, opener=None):  # fmt: skip
+        self.provider = provider
+        self.base_url = base_url
+        self._key = key
+        self.describe = describe
+        self.min_interval = min_interval
+        self.retries = retries
+        self.timeout = timeout
+        self.clock = clock
+        self.sleep = sleep
+        self.opener = opener or _OPENER.open
+        self._last = None
+        self._hold_until = None  # a RateLimit window with nothing left: no request before then
+        self.calls = 0  # requests sent, for tests and benchmarks
+
+    def _pace(self):
+        if self._hold_until is not None:
+            wait = self._hold_until - self.clock()
+            self._hold_until = None
+            if wait > 0:
+                self.sleep(wait)
+        if self._last is not None and self.min_interval:
+            wait = self._last + self.min_interval - self.clock()
+            if wait > 0:
+                self.sleep(wait)
+        self._last = self.clock()
+
+    def request(self, method, path, body=None, query=None):
+        url = self.base_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json", "User-Agent": "meshctl"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(self.retries + 1):
+            self._pace()
+            self.calls += 1
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with self.opener(request, timeout=self.timeout) as answer:
+                    self._note_limits(answer.headers)
+                    return _json(answer.read(MAX_ANSWER + 1), self.provider)
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                if 300 <= status < 400:
+                    where = exc.headers.get("Location", "?") if exc.headers else "?"
+                    raise CloudError(f"{self.provider}'s API answered {method} {path.split('?')[0]} with a redirect "
+                                     f"({status}) to {text(where, 'another address')}; meshctl does not follow "
+                                     "redirects (the API key would go with them)",
+                                     hint=f"check the API's address (MESHCTL_{self.provider.upper()}_API_URL, or a "
+                                     "proxy in between)", kind="error", status=status) from None  # fmt: skip
+                payload = _json_or_none(exc.read(MAX_ANSWER + 1))
+                retry_after = exc.headers.get("Retry-After") if exc.headers else None
+                # 429: nothing was done, ask again. A 5xx or a lost connection may have done it: only a
+                # read is asked again (a launch sent twice could rent two machines).
+                if (status == 429 or (status >= 500 and method == "GET")) and attempt < self.retries:
+                    self.sleep(_delay(retry_after, attempt))
+                    continue
+                raise self._error(method, path, status, payload) from None
+            except (urllib.error.URLError, OSError) as exc:
+                if method == "GET" and attempt < self.retries:
+                    self.sleep(_delay(None, attempt))
+                    continue
+                reason = getattr(exc, "reason", exc)
+                raise CloudError(f"{self.provider}'s API at {self.base_url} cannot be reached ({reason})",
+                                 hint=f"check the network (or MESHCTL_{self.provider.upper()}_API_URL)",
+                                 kind="unreachable") from None  # fmt: skip
+        raise CloudError(f"{self.provider}: no answer after {self.retries + 1} tries", kind="unreachable")
+
+    def _note_limits(self, headers):
+        wait = rate_limit_wait(headers.get("RateLimit") if headers else None)
+        if wait:
+            self._hold_until = self.clock() + wait
+
+    def _error(self, method, path, status, payload):
+        message, kind = self.describe(status, payload)
+        where = f"{self.provider} refused {method} {path.split('?')[0]} ({status}): {message}"
+        if status in (401, 403) or kind == "auth":
+            return CloudError(where, hint=f"check the key: `meshctl provider add {self.provider} --key-file FILE` "
+                              "stores a new one", kind="auth", status=status)  # fmt: skip
+        if status == 429 or kind == "rate-limit":
+            return CloudError(where, hint="the provider limits requests: wait a minute and try again",
+                              kind="rate-limit", status=status)  # fmt: skip
+        if status == 404 and kind == "error":
+            kind = "not-found"
+        hints = {
+            "capacity": "no machine of that type is free now: try another type or region, or later",
+            "quota": "the account's quota is reached: raise it with the provider or remove instances",
+            "not-found": "`meshctl machines` lists what the provider has",
+            "conflict": "the instance is not in a state that allows it now: `meshctl machines` shows its status",
+            "invalid": "meshctl sent something the provider refuses: report it with the message above",
+        }
+        return CloudError(where, hint=hints.get(kind, ""), kind=kind, status=status)
+
+
+def _delay(retry_after, attempt):
+    seconds = number(retry_after, 0, 300)
+    return seconds if seconds is not None else min(2**attempt, 30)
+
+
+def _json(raw, provider):
+    if len(raw) > MAX_ANSWER:
+        raise CloudError(f"{provider} answered more than {MAX_ANSWER // 1024 // 1024} MiB", kind="bad-answer")
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise CloudError(f"{provider} answered something that is not JSON", kind="bad-answer") from None
+
+
+def _json_or_none(raw):
+    try:
+        return json.loads(raw) if raw and len(raw) <= MAX_ANSWER else None
+    except ValueError:
+        return None
+
+
+def problem_message(payload):
+    """The message of an RFC 9457 problem (``{title, status, detail, errors}``): the detail, then each
+    validation error; ``no message`` when PAYLOAD is none."""
+    if not isinstance(payload, dict):
+        return "no message"
+    parts = [message_of(payload, ("detail",)), message_of(payload, ("title",))]
+    message = next((p for p in parts if p != "no message"), "no message")
+    errors = payload.get("errors")
+    if isinstance(errors, list):
+        extra = [printable(e)[:200] for e in errors[:5] if isinstance(e, str) and printable(e)]
+        if extra:
+            message += " (" + "; ".join(extra) + ")"
+    return message
+
+
+def printable(value):
+    """VALUE cleaned by the one sanitizer (``mesh_text.clean``: escape sequences whole, control, format
+    and unassigned characters), its whitespace runs one space: a provider's words as they may be shown,
+    logged or given to Slurm as a node's reason."""
+    return " ".join(clean(value).split())
+
+
+def message_of(payload, *paths):
+    """The first plain message found at one of PATHS (tuples of keys) in an error payload."""
+    for path in paths:
+        value = payload
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and printable(value):
+            return printable(value)[:300]
+    return "no message"

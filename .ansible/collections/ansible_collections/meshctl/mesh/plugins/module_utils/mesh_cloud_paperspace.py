@@ -1,0 +1,162 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""Paperspace's API (https://api.paperspace.com/v1, "Paperspace API" v1, DigitalOcean): machines.
+
+Used: GET /machines (pages: ``after``, ``hasMore``, ``nextPage``), GET /machines/{id}, POST /machines,
+PATCH /machines/{id}/start, PATCH /machines/{id}/stop (each with ``{}`` as its JSON body, as
+Paperspace's own CLI sends), DELETE /machines/{id}. A stopped machine keeps its disk; its public IP
+may change when it starts again (a dynamic IP). A machine's GPUs are its ``accelerators``
+(``[{name, count, memory}]``; a CPU machine has none or null). The machine object has a
+``usageRate`` the document calls only "the usage rate of the machine" (no unit, no currency), and the
+API lists no machine types or prices: meshctl shows a price only where the mesh sets one per machine
+type (``paperspace_prices`` in group_vars/all.yml), and offers none. Errors are ``{code, message,
+details}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
+    Capabilities,
+    CloudError,
+    Http,
+    api_url,
+    instance,
+    message_of,
+)
+
+NAME = "paperspace"
+CAPABILITIES = Capabilities(
+    name=NAME,
+    title="Paperspace",
+    api="Paperspace API v1 (DigitalOcean)",
+    default_url="https://api.paperspace.com/v1",
+    document="https://docs.digitalocean.com/reference/paperspace/ and its OpenAPI types as Paperspace's own CLI "
+    "carries them (Paperspace/cli api/openapi.ts of 2026-02-08)",
+    checked="2026-11-25",
+    keys_url="https://console.paperspace.com/settings/apikeys",
+    ssh_user="paperspace",
+    can_stop=True,
+    keeps_disk=True,
+    keeps_volume=False,
+    keeps_address=False,
+    relaunch=False,
+    pod=False,
+    price="setting",
+    gpu_names="a machine type (A4000, A100-80Gx8)",
+    launch_needs=("region", "template_id"),
+    marks={"env": "", "words": ("paperspace",)},
+    registers_keys=False,
+)
+PAGE = 120  # the most machines one page holds
+STATUS = {"ready": "running", "serviceready": "starting", "starting": "starting", "provisioning": "starting",
+          "restarting": "starting", "upgrading": "starting", "stopping": "stopping", "off": "stopped",
+          "failed": "unhealthy"}  # fmt: skip
+CPU_TYPES = re.compile(r"^(C\d+|Air|Standard|Pro|Advanced)$", re.IGNORECASE)
+
+
+def describe(status, payload):
+    """(message, kind) from Paperspace's error answer: {"code", "message", "details"}."""
+    message = message_of(payload, ("message",), ("error",))
+    lowered = message.lower()
+    if "capacity" in lowered or "out of stock" in lowered or "no machines available" in lowered:
+        return message, "capacity"
+    if "quota" in lowered or re.search(r"\b(machine|instance|gpu|account|spend|resource) limit\b", lowered):
+        return message, "quota"
+    return message, "error"
+
+
+def gpu_count(machine_type):
+    """GPUs of a machine type by its name, for a machine that reports no accelerators: ``A100-80Gx8``
+    has 8, ``A6000`` 1, a CPU type (``C5``) none."""
+    if not machine_type or CPU_TYPES.match(machine_type):
+        return 0
+    match = re.search(r"x(\d+)$", machine_type)
+    return int(match.group(1)) if match else 1
+
+
+def accelerators(data):
+    """(GPU count, GPU name) from a machine's ``accelerators``; None when it reports none (absent or null)."""
+    items = data.get("accelerators")
+    if not isinstance(items, list):
+        return None
+    items = [a for a in items if isinstance(a, dict) and isinstance(a.get("count"), int) and a["count"] > 0]
+    return sum(a["count"] for a in items), " + ".join(str(a.get("name") or "") for a in items)
+
+
+def normalize(data, prices=None):
+    """One machine of GET /machines in meshctl's shape."""
+    if not isinstance(data, dict):
+        raise CloudError("paperspace answered a machine that is not an object", kind="bad-answer")
+    kind = str(data.get("machineType") or "")
+    reported = accelerators(data)
+    gpus, gpu_type = reported if reported is not None else (gpu_count(kind), kind)
+    return instance(
+        NAME,
+        data.get("id"),
+        data.get("name") or "",
+        STATUS.get(str(data.get("state")), "unknown"),
+        data.get("state"),
+        ssh_host=data.get("publicIp"),
+        ssh_port=22,
+        ssh_user=CAPABILITIES.ssh_user,
+        gpus=gpus,
+        gpu_type=gpu_type or kind,
+        price_per_hour=(prices or {}).get(kind),
+    )
+
+
+class Client:
+    name = NAME
+    capabilities = CAPABILITIES
+
+    def __init__(self, key, http=None, environ=None, prices=None):
+        self.http = http or Http(NAME, api_url(NAME, CAPABILITIES.default_url, environ), key, describe,
+                                 min_interval=0.2)  # fmt: skip
+        self.prices = prices if isinstance(prices, dict) else {}
+
+    def list(self):
+        machines, after = [], None
+        for _ in range(100):  # at most 12000 machines: a bound, not a limit anyone meets
+            answer = self.http.request("GET", "/machines", query={"limit": PAGE, **({"after": after} if after else {})})
+            items = answer.get("items") if isinstance(answer, dict) else None
+            if not isinstance(items, list):
+                raise CloudError("paperspace answered GET /machines without items", kind="bad-answer")
+            machines += [normalize(item, self.prices) for item in items]
+            after = answer.get("nextPage")
+            if not answer.get("hasMore") or not after:
+                return machines
+        raise CloudError("paperspace kept answering more pages of machines", kind="bad-answer")
+
+    def get(self, instance_id):
+        return normalize(self.http.request("GET", f"/machines/{instance_id}"), self.prices)
+
+    def launch(self, request):
+        """Create a machine of ``type`` in ``region`` from the OS template ``template_id``; returns its id."""
+        if not request.get("region") or not request.get("template_id"):
+            raise CloudError("a Paperspace launch needs a region and an OS template",
+                             hint="pass --region (ny2, ams1 ...) and --template-id (an OS template's id)",
+                             kind="invalid")  # fmt: skip
+        body = {"name": request["name"], "machineType": request["type"], "region": request["region"],
+                "templateId": request["template_id"], "diskSize": int(request.get("volume_gb") or 100),
+                "publicIpType": "dynamic", "startOnCreate": True}  # fmt: skip
+        answer = self.http.request("POST", "/machines", body)
+        data = answer.get("data", answer) if isinstance(answer, dict) else None
+        return normalize(data, self.prices)["id"]
+
+    def stop(self, instance_id):
+        self.http.request("PATCH", f"/machines/{instance_id}/stop", {})
+
+    def start(self, instance_id):
+        self.http.request("PATCH", f"/machines/{instance_id}/start", {})
+
+    def terminate(self, instance_id):
+        self.http.request("DELETE", f"/machines/{instance_id}")
+
+    def offers(self):
+        """None: Paperspace's API lists no machine types, prices or availability (``meshctl offers`` says so)."""
+        return []
+
+    def register_key(self, key_name, public_key):
+        raise CloudError("paperspace takes a machine's keys from its OS template, not from meshctl",
+                         kind="unsupported")  # fmt: skip

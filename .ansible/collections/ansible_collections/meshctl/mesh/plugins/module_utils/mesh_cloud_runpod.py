@@ -1,0 +1,221 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""Runpod's REST API v2 (https://api.runpod.io/v2, OpenAPI "Runpod REST API" 2.0.0): Pods and the GPU catalog.
+
+Used: GET /pods, GET /pods/{id}, POST /pods, PATCH /pods/{id} (``args`` only), POST /pods/{id}/action
+(``{"action": "stop"|"start"}``; 409 when the pod's status does not allow it now), DELETE /pods/{id},
+GET /catalog/gpus (``include=AVAILABILITY&product=POD``). Lists come wrapped (``{"pods": [...]}``, one
+answer: the document gives the list no pages); errors are RFC 9457 problems (``{title, status, detail,
+errors}``); every answer may carry ``RateLimit`` headers and a 429 ``Retry-After``.
+
+A pod reaches SSH directly at ``ssh.direct`` (host, port, user), or through its ``22/tcp`` entry of
+``runtime.ports``, only while it runs; the port may change when it starts again. Stopping keeps the
+pod's volume and wipes its container disk, so before a stop the head gives the pod a start command
+(``args``) that brings the node back from its volume (``prepare_stop``; sent only when it differs,
+and only to an idle pod). ``cost`` is the $/h billed now (0 while stopped); the catalog's ``price`` is
+per GPU, per cloud (Secure: Runpod's data centres; Community: hosts run by third parties).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
+    Capabilities,
+    CloudError,
+    Http,
+    api_url,
+    instance,
+    message_of,
+    number,
+    offer,
+    problem_message,
+)
+
+NAME = "runpod"
+CAPABILITIES = Capabilities(
+    name=NAME,
+    title="Runpod",
+    api="Runpod REST API v2 (OpenAPI 2.0.0)",
+    default_url="https://api.runpod.io/v2",
+    document="https://api.runpod.io/v2/openapi.json (docs.runpod.io/api-reference-v2; runpod/docs "
+    "api-reference-v2/openapi.json of 2026-08-20)",
+    checked="2026-11-25",
+    keys_url="https://console.runpod.io/user/settings (API Keys)",
+    ssh_user="root",
+    can_stop=True,
+    keeps_disk=False,
+    keeps_volume=True,
+    keeps_address=False,
+    relaunch=False,
+    pod=True,
+    price="api",
+    gpu_names="a GPU type id of the catalog (NVIDIA GeForce RTX 4090)",
+    launch_needs=(),
+    marks={"env": "RUNPOD_", "words": ()},
+    registers_keys=False,
+)
+STATUS = {"PROVISIONING": "starting", "STARTING": "starting", "RUNNING": "running", "EXITED": "stopped",
+          "ERROR": "unhealthy", "TERMINATED": "terminated"}  # fmt: skip
+CLOUDS = ("SECURE", "COMMUNITY")
+IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"  # an official image: it starts sshd with PUBLIC_KEY
+VOLUME_PATH = "/workspace"
+CAPACITY_WORDS = ("no longer any instances available", "not enough free gpus", "no available", "out of capacity",
+                  "could not be placed", "no capacity", "capacity")  # fmt: skip
+
+
+def describe(status, payload):
+    """(message, kind) from Runpod's problem answer (``{title, status, detail, errors}``)."""
+    message = problem_message(payload)
+    if message == "no message":  # an answer from something in front of the API
+        message = message_of(payload, ("error",), ("message",))
+    lowered = message.lower()
+    if status == 402 or "balance" in lowered or "spend limit" in lowered or "quota" in lowered:
+        return message, "quota"
+    if status == 409:
+        return message, "conflict"
+    if status == 422:
+        return message, "invalid"
+    if status == 400 and any(word in lowered for word in CAPACITY_WORDS):
+        return message, "capacity"
+    return message, "error"
+
+
+def ssh_of(data):
+    """(host, port, user) of a pod's direct SSH, or its 22/tcp runtime port; Nones when it has none."""
+    ssh = data.get("ssh") if isinstance(data.get("ssh"), dict) else {}
+    direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else None
+    if direct:
+        return direct.get("host"), direct.get("port"), direct.get("username") or CAPABILITIES.ssh_user
+    runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
+    for port in runtime.get("ports") or []:
+        if isinstance(port, dict) and port.get("private") == 22 and port.get("public") and port.get("ip"):
+            return port["ip"], port["public"], CAPABILITIES.ssh_user
+    return None, None, CAPABILITIES.ssh_user
+
+
+def normalize(data):
+    """One Pod of GET /pods in meshctl's shape."""
+    if not isinstance(data, dict):
+        raise CloudError("runpod answered a pod that is not an object", kind="bad-answer")
+    gpu = data.get("gpu") if isinstance(data.get("gpu"), dict) else {}
+    status = str(data.get("status"))
+    host, port, user = ssh_of(data) if status == "RUNNING" else (None, None, CAPABILITIES.ssh_user)
+    return instance(
+        NAME,
+        data.get("id"),
+        data.get("name") or "",
+        STATUS.get(status, "unknown"),
+        status,
+        ssh_host=host,
+        ssh_port=port,
+        ssh_user=user,
+        gpus=gpu.get("count", 1) if gpu else 0,
+        gpu_type=gpu.get("id") or "",
+        price_per_hour=data.get("cost"),
+        cloud=data.get("cloud") if data.get("cloud") in CLOUDS else "",
+    )
+
+
+def gpu_offers(answer):
+    """The GPU catalog (GET /catalog/gpus with availability) as offers: one per GPU type and cloud it is
+    offered in, for a single GPU (a launch asks for ``gpus``; its price is that many times this)."""
+    gpus = answer.get("gpus") if isinstance(answer, dict) else None
+    if not isinstance(gpus, list):
+        raise CloudError("runpod answered GET /catalog/gpus without a gpus list", kind="bad-answer")
+    found = []
+    for item in gpus:
+        if not isinstance(item, dict):
+            continue
+        price = item.get("price") if isinstance(item.get("price"), dict) else {}
+        most = item.get("maxCount") if isinstance(item.get("maxCount"), dict) else {}
+        centres = [c.get("id") for c in item.get("dataCenters") or [] if isinstance(c, dict)]
+        for cloud in CLOUDS:
+            key = cloud.lower()
+            if not item.get(key) or number(price.get(key), 0.0001) is None:
+                continue
+            made = offer(NAME, item.get("id"), item.get("name") or item.get("id"), 1, price[key], centres,
+                         item.get("availability") not in (None, "NONE"), cloud,
+                         number(most.get(key), 1, 64) or 1)  # fmt: skip
+            if made:
+                found.append(made)
+    return found
+
+
+class Client:
+    name = NAME
+    capabilities = CAPABILITIES
+
+    def __init__(self, key, http=None, environ=None, prices=None):
+        self.http = http or Http(NAME, api_url(NAME, CAPABILITIES.default_url, environ), key, describe,
+                                 min_interval=0.2)  # fmt: skip
+
+    def list(self):
+        answer = self.http.request("GET", "/pods")
+        pods = answer.get("pods") if isinstance(answer, dict) else None
+        if not isinstance(pods, list):
+            raise CloudError("runpod answered GET /pods without a pods list", kind="bad-answer")
+        return [normalize(item) for item in pods]
+
+    def get(self, instance_id):
+        return normalize(self.http.request("GET", f"/pods/{instance_id}"))
+
+    def launch(self, request):
+        """Create a pod (POST /pods): ``type`` a GPU type id, ``gpus``, ``image``, ``cloud`` (SECURE or
+        COMMUNITY), ``volume_gb`` at /workspace, ``public_key`` authorized by the image (its PUBLIC_KEY);
+        22/tcp published. Returns its id."""
+        cloud = (request.get("cloud") or "SECURE").upper()
+        if cloud not in CLOUDS:
+            raise CloudError(f"runpod has no cloud {request.get('cloud')!r}", hint="use SECURE or COMMUNITY",
+                             kind="invalid")  # fmt: skip
+        body = {
+            "name": request["name"],
+            "image": request.get("image") or IMAGE,
+            "gpu": {"id": request["type"], "count": int(request.get("gpus") or 1)},
+            "cloud": cloud,
+            "ports": ["22/tcp"],
+            "mounts": {"persistent": {"size": int(request.get("volume_gb") or 20), "path": VOLUME_PATH}},
+            "startSsh": True,
+        }
+        if request.get("public_key"):
+            body["env"] = {"PUBLIC_KEY": request["public_key"]}
+        return normalize(self.http.request("POST", "/pods", body))["id"]
+
+    def start_command(self, instance_id):
+        """The pod's ``args`` as a list of words (empty: the image's own start)."""
+        answer = self.http.request("GET", f"/pods/{instance_id}")
+        args = answer.get("args") if isinstance(answer, dict) else None
+        if args in (None, ""):
+            return []
+        if not isinstance(args, str):
+            raise CloudError("runpod answered args that are not a string", kind="bad-answer")
+        try:
+            return shlex.split(args)
+        except ValueError:
+            raise CloudError("runpod answered args meshctl cannot read", kind="bad-answer") from None
+
+    def prepare_stop(self, instance_id, start_command):
+        """Give the pod ``start_command`` (its ``args``) unless it has it already; True when changed."""
+        if not start_command or self.start_command(instance_id) == list(start_command):
+            return False
+        self.http.request("PATCH", f"/pods/{instance_id}", {"args": shlex.join(start_command)})
+        return True
+
+    def _action(self, instance_id, action):
+        self.http.request("POST", f"/pods/{instance_id}/action", {"action": action})
+
+    def stop(self, instance_id):
+        self._action(instance_id, "stop")
+
+    def start(self, instance_id):
+        self._action(instance_id, "start")
+
+    def terminate(self, instance_id):
+        self.http.request("DELETE", f"/pods/{instance_id}")
+
+    def offers(self):
+        answer = self.http.request("GET", "/catalog/gpus", query={"include": "AVAILABILITY", "product": "POD"})
+        return gpu_offers(answer)
+
+    def register_key(self, key_name, public_key):
+        raise CloudError("runpod takes a pod's key at its launch (PUBLIC_KEY), not as a registered key",
+                         kind="unsupported")  # fmt: skip

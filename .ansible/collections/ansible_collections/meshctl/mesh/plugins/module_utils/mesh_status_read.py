@@ -1,0 +1,106 @@
+# Copyright: meshctl contributors; Apache-2.0
+"""What ``meshctl status`` reads on a node, as plain functions of the standard library only.
+
+One copy, two ways to a node: module ``mesh_status`` runs it through Ansible (``meshctl status -v``,
+and a mesh whose connection settings meshctl does not model), and meshctl sends this file's text
+to a node's ``python3`` over one SSH command (meshctl/quickread.py), so a status costs one
+connection per node and no Ansible run. Reads only; every output capped.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+import urllib.parse
+
+LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
+SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G|%E"]
+
+
+def run(argv, timeout):
+    """rc and stdout (capped) of a command; rc 127 when it is missing, 124 when it hangs."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+    except FileNotFoundError:
+        return {"rc": 127, "stdout": ""}
+    except subprocess.TimeoutExpired:
+        return {"rc": 124, "stdout": ""}
+    return {"rc": done.returncode, "stdout": done.stdout[:LIMIT]}
+
+
+def service_states(names, supervisor, timeout):
+    """Each name's state, one `is-active` call for all of them (it prints one line per name)."""
+    if not names:
+        return {}
+    argv = (["meshctl-pod-start", "--is-active"] if supervisor else ["systemctl", "is-active"]) + list(names)
+    lines = run(argv, timeout)["stdout"].splitlines()
+    return {name: (lines[i].strip() if i < len(lines) and lines[i].strip() else "unknown") for i, name in
+            enumerate(names)}  # fmt: skip
+
+
+def fstab_has(path, fstab="/etc/fstab"):
+    try:
+        with open(fstab, encoding="utf-8", errors="replace") as handle:
+            return any(len(fields) > 2 and fields[1] == path for fields in (line.split() for line in handle)
+                       if fields and not fields[0].startswith("#"))  # fmt: skip
+    except OSError:
+        return False
+
+
+def nfs_mounted(path, mounts="/proc/self/mounts"):
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as handle:
+            return any(len(fields) > 2 and fields[1] == path and fields[2] in ("nfs", "nfs4")
+                       for fields in (line.split() for line in handle))  # fmt: skip
+    except OSError:
+        return False
+
+
+def kernel_has_nfs(filesystems="/proc/filesystems"):
+    try:
+        with open(filesystems, encoding="utf-8", errors="replace") as handle:
+            return any(line.split()[-1:] == ["nfs4"] for line in handle)
+    except OSError:
+        return False
+
+
+def mount_state(path, possible=True):
+    if nfs_mounted(path):
+        return "mounted"
+    if not fstab_has(path):
+        return "missing"
+    return "not-mounted" if possible and kernel_has_nfs() else "fstab-only"
+
+
+def http_get(url, timeout):
+    """GET URL (``http://HOST:PORT/PATH``, a service of this node): straight there, never through a
+    proxy the environment names. An answer of 400 or more keeps only its status."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return {"status": 0, "body": ""}
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    try:
+        connection.request("GET", parts.path or "/")
+        answer = connection.getresponse()
+        body = answer.read(LIMIT).decode("utf-8", "replace") if answer.status < 400 else ""
+        return {"status": answer.status, "body": body}
+    except (OSError, ValueError, http.client.HTTPException):
+        return {"status": 0, "body": ""}
+    finally:
+        connection.close()
+
+
+def read(params):
+    """Everything asked for (the module's options, as a dict), in the module's ``status`` shape."""
+    timeout = int(params.get("timeout") or 5)
+    os.environ.setdefault("LC_ALL", "C")
+    mount_path = params.get("mount_path")
+    url = params.get("url")
+    return {
+        "services": service_states(list(params.get("services") or []), bool(params.get("supervisor")), timeout),
+        "sinfo": run(SINFO, timeout) if params.get("sinfo") else None,
+        "tailscale": run(["tailscale", "status", "--json"], timeout) if params.get("tailscale") else None,
+        "mount": mount_state(mount_path, params.get("mount_possible", True) is not False) if mount_path else None,
+        "http": http_get(url, timeout) if url else None,
+    }
