@@ -63,9 +63,9 @@ def slurm_job_state(container: str, job: str) -> str:
 
 
 # meshctl's runs are plain Ansible unless MESHCTL_MITOGEN=1 (docs/usage.md). test_first_run.py and
-# test_collection.py run the default; test_cli_ssh.py runs it for its first add-node, the apply
-# with a node stopped, the killed apply, the refused host key, the refused munge key and the
-# hostile node, and the opt-in for the upkeep of a working mesh (the dry run of a second node, the
+# test_collection.py run the default; test_cli_ssh.py runs it for its first add-node, the dry run
+# of a second node, the apply with a node stopped, the killed apply, the refused host key, the
+# refused munge key and the hostile node, and the opt-in for the upkeep of a working mesh (the
 # second add-node, the applies after a node came back or a run was killed, the lock, the accepted
 # host key, rotate-munge-key, remove-node, a resumed add-node): one mesh that meets both ways, as a
 # user who turns Mitogen on does. The provider files (test_pod.py, test_power_save.py) run the
