@@ -653,6 +653,10 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):
+    # Just after the munge rotations above, slurmctld may not have heard from a node yet (run 24,
+    # 2026-11-27: a job for n2 still PENDING after 30 s): both idle first, as Slurm says.
+    for name in ("n1", "n2"):
+        assert wait_state(bed, name, "idle") == "idle"
     other = bed.as_user("sbatch --parsable -w n2 --wrap 'sleep 600'").strip()
     assert wait_job(bed, other) == "RUNNING"
     ctld = pid("e2e-head", "slurmctld")
