@@ -25,7 +25,7 @@ PLAY = """
         rolespec_validate: false
         tasks_from: settings
       vars:
-        mesh_base_settings_roles: [mesh_base, job_users, slurm, mlflow]
+        mesh_base_settings_roles: [mesh, mesh_base, job_users, slurm, mlflow]
 """
 
 
@@ -57,6 +57,16 @@ def test_a_setting_of_another_listed_role_is_checked_too(tmp_path):
     assert "job_users_gid" in done.stdout
 
 
+def test_the_shared_defaults_of_role_mesh_are_checked_here(tmp_path):
+    """Role mesh's spec is not `main` (no play validates it by itself, about four rounds of every
+    node per run): this check is where a wrong mesh_* setting is refused."""
+    spec = yaml.safe_load((resources.roles_dir() / "mesh" / "meta" / "argument_specs.yml").read_text())
+    assert "main" not in spec["argument_specs"] and "mesh_pod" in spec["argument_specs"]["defaults"]["options"]
+    done = check(tmp_path, {"mesh_pod": "perhaps"})
+    assert done.returncode != 0
+    assert "mesh_pod" in done.stdout and "bool" in done.stdout
+
+
 def test_site_checks_exactly_the_roles_it_imports():
     plays = yaml.safe_load(resources.playbook("site.yml").read_text())
     imported, checked = set(), None
@@ -81,4 +91,5 @@ def test_site_checks_exactly_the_roles_it_imports():
             for path in sorted((resources.roles_dir() / role / "tasks").glob("*.yml")):
                 pulled_in_unvalidated(yaml.safe_load(path.read_text()), pulled)
     assert {"mesh_facts", "power_save", "slurm_controller", "slurm_accounting"} <= pulled
-    assert checked == imported | pulled
+    # and role mesh, which every role pulls in as a dependency (its spec's entry point is not `main`)
+    assert checked == imported | pulled | {"mesh"}

@@ -1,0 +1,228 @@
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Account files on a node and accounts on the MLflow server, each in one module call.
+
+The plain functions behind modules ``mesh_account_files`` and ``mesh_mlflow_accounts``. A user's
+folder is theirs: root only creates a new file in it (from an open folder descriptor, never by
+a path that could lead elsewhere) and renames it over whatever lies there; it never follows,
+reads through, changes the owner of or writes into what the user put there (a link, a pipe, a hard
+link to another file)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import pwd
+import stat
+
+FOLDER_MODE = 0o700  # each account holder's folder: theirs, nobody else's
+FILE_MODE = 0o400  # their account file: read-only, theirs
+TOP_MODE = 0o755  # the folder of the folders: root's, everyone may find their own
+
+
+class AccountsError(Exception):
+    """What went wrong, for the run's message (never a password)."""
+
+
+# ---- account files on a node ---------------------------------------------------------------
+
+
+def _open_folder(name: str, dir_fd: int | None = None) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+
+
+def same_file(fd_dir: int, filename: str, content: bytes, uid: int) -> bool:
+    """Whether FILENAME in the open folder is already the account file: a plain file, no other
+    name (one link), the holder's with group root, read-only, with CONTENT. Opened without
+    following a link and without waiting on a pipe."""
+    try:
+        fd = os.open(filename, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd_dir)
+    except OSError:
+        return False  # missing, a link, or anything else that cannot be opened as it is
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(content):
+            return False
+        if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (uid, 0, FILE_MODE):
+            return False
+        return os.read(fd, len(content) + 1) == content
+    finally:
+        os.close(fd)
+
+
+def write_file(fd_dir: int, filename: str, content: bytes, uid: int) -> None:
+    """A new file beside FILENAME, the holder's (group root, 0400), renamed over FILENAME."""
+    temp = f".{filename}.{os.getpid()}.{os.urandom(4).hex()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd_dir)
+    try:
+        try:
+            os.write(fd, content)
+            os.fsync(fd)
+            os.fchown(fd, uid, 0)
+            os.fchmod(fd, FILE_MODE)
+        finally:
+            os.close(fd)
+        os.rename(temp, filename, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=fd_dir)
+        raise AccountsError(f"could not write {filename} ({err.strerror})") from None
+
+
+def ensure_top(path: str, check: bool) -> bool:
+    """The folder of the folders: a real folder (never a link), root's, 0755. Whether it changed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not check:
+            os.makedirs(path, mode=TOP_MODE)
+            os.chown(path, 0, 0)
+            os.chmod(path, TOP_MODE)
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        raise AccountsError(f"{path} is not a folder (a link or a file): remove it, then run again")
+    if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, TOP_MODE):
+        return False
+    if not check:
+        os.chown(path, 0, 0, follow_symlinks=False)
+        os.chmod(path, TOP_MODE)
+    return True
+
+
+def holder_uid(name: str, check: bool) -> int | None:
+    """The account holder's UID; None in check mode for a user this run would create first."""
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        if check:
+            return None
+        raise AccountsError(f"no user {name} on this node: it gets an account file only once it exists") from None
+
+
+def ensure_holder(top_fd: int, name: str, filename: str, content: bytes, check: bool) -> tuple[bool, bool]:
+    """NAME's folder (theirs, group root, 0700) and their file in it. (folder changed, file written)."""
+    uid = holder_uid(name, check)
+    if uid is None:
+        return True, True
+    try:
+        st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if check:
+            return True, True
+        os.mkdir(name, FOLDER_MODE, dir_fd=top_fd)
+        st = None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise AccountsError(f"{name}'s account folder is not a folder (a link or a file): remove it, then run again")
+    folder_changed = st is None or (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (uid, 0, FOLDER_MODE)
+    if check and st is None:
+        return True, True
+    fd = _open_folder(name, top_fd)
+    try:
+        if folder_changed and not check:
+            os.fchown(fd, uid, 0)
+            os.fchmod(fd, FOLDER_MODE)
+        if same_file(fd, filename, content, uid):
+            return folder_changed, False
+        if not check:
+            write_file(fd, filename, content, uid)
+        return folder_changed, True
+    finally:
+        os.close(fd)
+
+
+def remove_plain(path: str, check: bool) -> bool:
+    """Remove PATH when it is there and no folder (a link is removed, never followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        raise AccountsError(f"{path} is a folder where an old account file was: remove it by hand")
+    if not check:
+        os.unlink(path)
+    return True
+
+
+def ensure_account_files(path: str, filename: str, files: dict[str, str], absent: list[str], check: bool) -> dict:
+    """Every holder's folder and file under PATH, and no file at the ABSENT paths.
+
+    Returns what changed (names and paths only): ``folders``, ``written``, ``removed``, ``changed``."""
+    if "/" in filename or filename in ("", ".", ".."):
+        raise AccountsError(f"filename {filename!r} must be a plain file name")
+    for name in files:
+        if "/" in name or name in ("", ".", ".."):
+            raise AccountsError(f"account holder {name!r} is not a user name")
+    result = {"folders": [], "written": [], "removed": [], "top": False}
+    if files:
+        result["top"] = ensure_top(path, check)
+        if check and not os.path.isdir(path):
+            result["folders"] = sorted(files)
+            result["written"] = sorted(files)
+        else:
+            top_fd = _open_folder(path)
+            try:
+                for name in sorted(files):
+                    folder, written = ensure_holder(top_fd, name, filename, files[name].encode(), check)
+                    if folder:
+                        result["folders"].append(name)
+                    if written:
+                        result["written"].append(name)
+            finally:
+                os.close(top_fd)
+    result["removed"] = [p for p in absent if remove_plain(p, check)]
+    result["changed"] = bool(result["top"] or result["folders"] or result["written"] or result["removed"])
+    return result
+
+
+# ---- accounts on the MLflow server ---------------------------------------------------------
+
+ASK = "/api/2.0/mlflow/experiments/search?max_results=1"
+CREATE = "/api/2.0/mlflow/users/create"
+UPDATE = "/api/2.0/mlflow/users/update-password"
+
+
+def basic_auth(username: str, password: str) -> str:
+    """The Authorization header's value for HTTP basic authentication."""
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+def account_body(username: str, password: str) -> str:
+    """The JSON body of MLflow's users/create and users/update-password."""
+    return json.dumps({"username": username, "password": password})
+
+
+def reconcile(accounts: dict[str, str], ask, create, update, check: bool) -> dict:
+    """Make the server take every account with its password.
+
+    ``ask(name, password)`` is the status a request as that account gets (200: taken, 401: not);
+    ``create(name, password)`` and ``update(name, password)`` the status of the admin's requests.
+    An account the server does not take is created; where it exists with another password (someone
+    signed up first under that name: 400 on create), its password is set. In check mode nothing is
+    created or set: ``missing`` names the accounts a run would create or set."""
+    result = {"taken": [], "created": [], "updated": [], "missing": []}
+    for name in sorted(accounts):
+        password = accounts[name]
+        status = ask(name, password)
+        if status == 200:
+            result["taken"].append(name)
+            continue
+        if status != 401:
+            raise AccountsError(f"the server answered {status} to a request as {name} (expected 200 or 401)")
+        if check:
+            result["missing"].append(name)
+            continue
+        status = create(name, password)
+        if status in (200, 201):
+            result["created"].append(name)
+            continue
+        if status != 400:
+            raise AccountsError(f"the server answered {status} when the admin account created {name}")
+        status = update(name, password)
+        if status != 200:
+            raise AccountsError(f"the server answered {status} when the admin account set {name}'s password")
+        result["updated"].append(name)
+    result["changed"] = bool(result["created"] or result["updated"] or result["missing"])
+    return result

@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Keep one MLflow account per account holder on the tracking server, in one call."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mesh_mlflow_accounts
+short_description: Make an MLflow tracking server take each account holder's account and password
+version_added: "0.11.0"
+description:
+  - Asks the server (MLflow's basic-auth app) once as each account in O(accounts). An account it
+    does not take (401) is created with the admin account (C(users/create)); where that name exists
+    with another password (someone signed up first under it), the admin sets the password
+    (C(users/update-password)).
+  - Passwords are secrets (O(accounts) and O(admin_password) are no_log); the module returns
+    account names only.
+  - In check mode it only asks, and names the accounts a run would create or set in RV(missing).
+options:
+  url:
+    description: The server's address, C(http://host:port).
+    type: str
+    required: true
+  admin_username:
+    description: The admin account's name.
+    type: str
+    required: true
+  admin_password:
+    description: The admin account's password.
+    type: str
+    required: true
+  accounts:
+    description: Account name to password.
+    type: dict
+    required: true
+  timeout:
+    description: Seconds each request may take.
+    type: int
+    default: 30
+author:
+  - meshctl contributors (@meshctl)
+"""
+
+EXAMPLES = r"""
+- name: Keep one MLflow account per user, never the admin's
+  meshctl.mesh.mesh_mlflow_accounts:
+    url: http://100.64.0.1:5000
+    admin_username: mesh
+    admin_password: "{{ lookup('ansible.builtin.file', '/path/to/mlflow_password') }}"
+    accounts: "{{ mlflow_account_passwords }}"
+  no_log: true
+"""
+
+RETURN = r"""
+taken:
+  description: The accounts the server already took with their password.
+  returned: always
+  type: list
+  elements: str
+created:
+  description: The accounts created.
+  returned: always
+  type: list
+  elements: str
+updated:
+  description: The accounts whose password was set (they existed with another).
+  returned: always
+  type: list
+  elements: str
+missing:
+  description: In check mode, the accounts a run would create or set.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError
+from ansible.module_utils.urls import open_url
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_accounts import (
+    ASK,
+    CREATE,
+    UPDATE,
+    AccountsError,
+    account_body,
+    basic_auth,
+    reconcile,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "admin_username": {"type": "str", "required": True},
+            "admin_password": {"type": "str", "required": True, "no_log": True},
+            "accounts": {"type": "dict", "required": True, "no_log": True},
+            "timeout": {"type": "int", "default": 30},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    base = params["url"].rstrip("/")
+    admin = basic_auth(params["admin_username"], params["admin_password"])
+
+    def status(path, method, authorization, body=None):
+        headers = {"Authorization": authorization}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            answer = open_url(base + path, method=method, data=body, headers=headers, timeout=params["timeout"])
+            return answer.getcode()
+        except HTTPError as err:
+            return err.code
+
+    def ask(name, password):
+        return status(ASK, "GET", basic_auth(name, password))
+
+    def create(name, password):
+        return status(CREATE, "POST", admin, account_body(name, password))
+
+    def update(name, password):
+        return status(UPDATE, "PATCH", admin, account_body(name, password))
+
+    accounts = {str(name): str(password) for name, password in params["accounts"].items()}
+    try:
+        result = reconcile(accounts, ask, create, update, module.check_mode)
+    except AccountsError as err:
+        module.fail_json(msg=f"MLflow accounts at {base}: {err}")
+    except Exception as err:  # the server unreachable: say which, never a password
+        module.fail_json(msg=f"MLflow accounts at {base}: the server could not be asked ({type(err).__name__}: {err})")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
