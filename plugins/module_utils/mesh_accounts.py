@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import pwd
@@ -226,3 +227,80 @@ def reconcile(accounts: dict[str, str], ask, create, update, check: bool) -> dic
         result["updated"].append(name)
     result["changed"] = bool(result["created"] or result["updated"] or result["missing"])
     return result
+
+
+# ---- asked once until something could have changed them -----------------------------------
+#
+# Once the server takes an account with its password, only a write of its user store can change
+# that (an admin's or the holder's own password change, the store made anew): the accounts are
+# asked again when the store's file changed (inode, size, modification time) or the accounts and
+# passwords did. What was last found is a root-only file in a root-only folder (never the mlflow
+# user's folder): a hash of the accounts and the store's stat, no password.
+
+
+def checked_key(accounts: dict[str, str], database: str) -> str | None:
+    """What a check of ACCOUNTS against the store at DATABASE would find; None without a store.
+
+    The accounts' hash, and the inode, size and modification time of the store and of SQLite's
+    journal files beside it (a write in WAL mode reaches the main file later)."""
+    try:
+        st = os.stat(database)
+    except OSError:
+        return None
+    parts = [hashlib.sha256(json.dumps(sorted(accounts.items())).encode()).hexdigest()]
+    parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    for suffix in ("-wal", "-journal"):
+        try:
+            side = os.stat(database + suffix)
+            parts.append(f"{suffix}={side.st_ino}:{side.st_size}:{side.st_mtime_ns}")
+        except OSError:
+            pass
+    return " ".join(parts)
+
+
+def reconcile_once(accounts: dict[str, str], ask, create, update, check: bool, key) -> tuple[dict, str | None]:
+    """``reconcile``, and the key to keep when the store held still while the accounts were found
+    right (None: keep nothing). After creating or setting accounts it asks once more, so that what
+    is kept is a pass that changed nothing, with the store the same before and after it."""
+    before = key()
+    result = reconcile(accounts, ask, create, update, check)
+    if check:
+        return result, None
+    if result["created"] or result["updated"]:
+        before = key()
+        again = reconcile(accounts, ask, create, update, check)
+        if again["created"] or again["updated"]:
+            return result, None
+    after = key()
+    return result, after if after is not None and after == before else None
+
+
+def read_stamp(path: str) -> str | None:
+    """The stamp at PATH when it is root's plain file (one link, not a link), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_nlink != 1 or st.st_mode & 0o022:
+            return None
+        return os.read(fd, 4096).decode(errors="replace").strip()
+    finally:
+        os.close(fd)
+
+
+def write_stamp(path: str, key: str) -> None:
+    """KEY into PATH (root's, 0600) by a new file renamed over it, in a root-only folder."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise AccountsError(f"{folder} must be a folder only root may write")
+    temp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (key + "\n").encode())
+    finally:
+        os.close(fd)
+    os.rename(temp, path)

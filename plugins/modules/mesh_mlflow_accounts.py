@@ -19,6 +19,11 @@ description:
   - Passwords are secrets (O(accounts) and O(admin_password) are no_log); the module returns
     account names only.
   - In check mode it only asks, and names the accounts a run would create or set in RV(missing).
+  - With O(database) and O(stamp), it asks only when something could have changed what it found
+    last time. Once the server takes an account with its password, only a write of its user store
+    changes that (the store's file then changes its inode, size or modification time), or new
+    accounts or passwords. O(stamp) keeps a hash of both, no password, in a folder only root may
+    write.
 options:
   url:
     description: The server's address, C(http://host:port).
@@ -36,6 +41,12 @@ options:
     description: Account name to password.
     type: dict
     required: true
+  database:
+    description: The server's user store (the basic-auth app's SQLite file), read with O(stamp).
+    type: path
+  stamp:
+    description: Where the module keeps what it found (root's, 0600; its folder root's and made when missing).
+    type: path
   timeout:
     description: Seconds each request may take.
     type: int
@@ -75,6 +86,10 @@ missing:
   returned: always
   type: list
   elements: str
+asked:
+  description: Whether the server was asked (false when O(stamp) said nothing could have changed).
+  returned: always
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -87,7 +102,10 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_accounts import 
     AccountsError,
     account_body,
     basic_auth,
-    reconcile,
+    checked_key,
+    read_stamp,
+    reconcile_once,
+    write_stamp,
 )
 
 
@@ -98,6 +116,8 @@ def main():
             "admin_username": {"type": "str", "required": True},
             "admin_password": {"type": "str", "required": True, "no_log": True},
             "accounts": {"type": "dict", "required": True, "no_log": True},
+            "database": {"type": "path"},
+            "stamp": {"type": "path"},
             "timeout": {"type": "int", "default": 30},
         },
         supports_check_mode=True,
@@ -126,13 +146,24 @@ def main():
         return status(UPDATE, "PATCH", admin, account_body(name, password))
 
     accounts = {str(name): str(password) for name, password in params["accounts"].items()}
+    stamp = params["stamp"] if params["database"] else None
+    found = checked_key(accounts, params["database"]) if stamp else None
+    if found is not None and read_stamp(stamp) == found:
+        module.exit_json(changed=False, taken=sorted(accounts), created=[], updated=[], missing=[], asked=False)
     try:
-        result = reconcile(accounts, ask, create, update, module.check_mode)
+        result, keep = reconcile_once(
+            accounts, ask, create, update, module.check_mode, lambda: checked_key(accounts, params["database"] or "")
+        )
     except AccountsError as err:
         module.fail_json(msg=f"MLflow accounts at {base}: {err}")
     except Exception as err:  # the server unreachable: say which, never a password
         module.fail_json(msg=f"MLflow accounts at {base}: the server could not be asked ({type(err).__name__}: {err})")
-    module.exit_json(**result)
+    if stamp and keep is not None:
+        try:
+            write_stamp(stamp, keep)
+        except (AccountsError, OSError) as err:
+            module.fail_json(msg=f"MLflow accounts: could not keep what was found in {stamp}: {err}")
+    module.exit_json(asked=True, **result)
 
 
 if __name__ == "__main__":

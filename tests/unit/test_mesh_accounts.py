@@ -217,3 +217,57 @@ def test_unexpected_answers_stop_with_what_the_server_said(mod, ask, create, upd
     with pytest.raises(mod.AccountsError, match=said) as caught:
         mod.reconcile({"bob": "pw-secret"}, lambda *_: ask, lambda *_: create, lambda *_: update, check=False)
     assert "pw-secret" not in str(caught.value)
+
+
+def test_the_key_changes_with_the_accounts_or_any_write_of_the_store(mod, tmp_path):
+    db = tmp_path / "basic_auth.db"
+    assert mod.checked_key({"root": "r"}, str(db)) is None  # no store: nothing to keep
+    db.write_bytes(b"x" * 10)
+    first = mod.checked_key({"root": "r"}, str(db))
+    assert first == mod.checked_key({"root": "r"}, str(db))
+    digest = first.split()[0]
+    assert len(digest) == 64 and set(digest) <= set("0123456789abcdef")  # a hash, never the password
+    assert mod.checked_key({"root": "r2"}, str(db)) != first  # a new password
+    assert mod.checked_key({"root": "r", "bob": "b"}, str(db)) != first  # a new account
+    os.utime(db, ns=(1, 1))
+    assert mod.checked_key({"root": "r"}, str(db)) != first  # the store written
+    before_wal = mod.checked_key({"root": "r"}, str(db))
+    (tmp_path / "basic_auth.db-wal").write_bytes(b"w")
+    assert mod.checked_key({"root": "r"}, str(db)) != before_wal  # a write in WAL mode
+
+
+def test_the_stamp_is_roots_alone_and_never_read_through_a_link(mod, tmp_path):
+    stamp = tmp_path / "meshctl" / "checked"
+    mod.write_stamp(str(stamp), "key 1")
+    assert mod.read_stamp(str(stamp)) == "key 1"
+    assert oct(stat.S_IMODE(os.stat(stamp).st_mode)) == "0o600"
+    assert oct(stat.S_IMODE(os.stat(stamp.parent).st_mode)) == "0o700"
+    mod.write_stamp(str(stamp), "key 2")  # renamed over the old one
+    assert mod.read_stamp(str(stamp)) == "key 2" and os.listdir(stamp.parent) == ["checked"]
+    other = tmp_path / "other"
+    other.write_text("key 2\n")
+    os.unlink(stamp)
+    os.symlink(other, stamp)
+    assert mod.read_stamp(str(stamp)) is None  # a link is not the stamp
+    os.unlink(stamp)
+    stamp.write_text("key 2\n")
+    os.chmod(stamp, 0o666)
+    assert mod.read_stamp(str(stamp)) is None  # others may write it: not trusted
+    os.chmod(stamp.parent, 0o777)
+    with pytest.raises(mod.AccountsError, match="only root may write"):
+        mod.write_stamp(str(stamp), "key 3")
+
+
+def test_what_is_kept_is_a_pass_that_changed_nothing_with_the_store_still(mod):
+    server = Server({"root": "r"})
+    keys = iter(["k0", "k1", "k1"])  # the store changes once: this call's own creation of bob
+    result, keep = mod.reconcile_once({"root": "r", "bob": "b"}, server.ask, server.create, server.update,
+                                      check=False, key=lambda: next(keys))  # fmt: skip
+    assert result["created"] == ["bob"] and keep == "k1"
+    assert server.calls.count(("ask", "bob")) == 2  # asked again after creating
+    keys = iter(["k1", "k2"])  # someone wrote the store while the accounts were asked
+    _, keep = mod.reconcile_once({"root": "r", "bob": "b"}, server.ask, server.create, server.update,
+                                 check=False, key=lambda: next(keys))  # fmt: skip
+    assert keep is None
+    _, keep = mod.reconcile_once({"root": "r"}, server.ask, server.create, server.update, check=True, key=lambda: "k")
+    assert keep is None  # a dry run keeps nothing
