@@ -26,6 +26,14 @@ def uid(name=HOLDER):
     return pwd.getpwnam(name).pw_uid
 
 
+def plant(path, text, owner, mode):
+    """A file of root's making elsewhere: what a holder could point or link their file to."""
+    path.write_text(text)
+    os.chown(path, owner, 0)
+    os.chmod(path, mode)
+    return path
+
+
 def facts(path):
     st = os.lstat(path)
     return st.st_uid, st.st_gid, oct(stat.S_IMODE(st.st_mode))
@@ -79,9 +87,7 @@ def test_check_mode_counts_a_user_the_run_would_create_first(mod, tmp_path):
 def test_a_link_the_holder_lays_is_replaced_never_followed(mod, tmp_path):
     top = tmp_path / "users"
     mod.ensure_account_files(str(top), "f", {HOLDER: "old\n"}, [], check=False)
-    victim = tmp_path / "shadow"
-    victim.write_text("root's\n")
-    os.chmod(victim, 0o600)
+    victim = plant(tmp_path / "shadow", "root's\n", 0, 0o600)
     os.unlink(top / HOLDER / "f")
     os.symlink(victim, top / HOLDER / "f")  # what the holder may do in their own folder
     result = mod.ensure_account_files(str(top), "f", {HOLDER: "new\n"}, [], check=False)
@@ -94,10 +100,7 @@ def test_a_link_the_holder_lays_is_replaced_never_followed(mod, tmp_path):
 def test_a_hard_link_or_a_pipe_the_holder_lays_is_replaced_not_given_away(mod, tmp_path):
     top = tmp_path / "users"
     mod.ensure_account_files(str(top), "f", {HOLDER: "same\n"}, [], check=False)
-    other = tmp_path / "roots-file"
-    other.write_text("same\n")
-    os.chown(other, uid(), 0)
-    os.chmod(other, 0o400)
+    other = plant(tmp_path / "roots-file", "same\n", uid(), 0o400)
     os.unlink(top / HOLDER / "f")
     os.link(other, top / HOLDER / "f")  # same content, owner and mode, but another file's name too
     assert mod.ensure_account_files(str(top), "f", {HOLDER: "same\n"}, [], check=False)["written"] == [HOLDER]
