@@ -17,7 +17,11 @@ demo: venv engine cache
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-test: venv engine cache images wheels checks collection suites
+# The checks (lint, sanity, unit tests) run beside the two lanes, at the lowest priority: the lanes
+# leave about an eighth of the two cores idle while they wait on daemons and timers (docs/testing.md),
+# and the checks, 90 s of both cores on their own, fit there instead of before them.
+test: venv engine cache images wheels collection
+	@$(MAKE) -s suites CHECKS_BESIDE=1
 
 # The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
 # (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
@@ -32,13 +36,18 @@ MOLECULE_SCENARIOS := default debian13 tailscale
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
 PROFILE := build/profile
+# Each lane first waits for the wheel cache `make wheels` fills in the background (at most
+# WHEELS_WAIT seconds; after that its beds go to PyPI).
+WHEELS_WAIT := 600
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
-	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; pytest -q -m e2e --durations=0 \
+	  $(if $(CHECKS_BESIDE),checks 'env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT nice -n 19 $(MAKE) -s checks') \
+	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
 	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
-	    python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \
@@ -65,7 +74,7 @@ images: engine
 
 # The Python packages the roles install (MLflow, the job environment, meshctl on a head), downloaded
 # once per machine and served to the nodes on port 3144 (meshctl/localmesh/wheels.py). Filled in the
-# background while lint and the unit tests run; a bed made before it is ready goes to PyPI.
+# background; the lanes of `suites` wait for it, a bed made before it is ready goes to PyPI.
 wheels: images
 	@$(T) wheels python -m meshctl.localmesh wheels --background build/wheels.log
 

@@ -50,13 +50,22 @@ def cache_cmd(stop: bool) -> None:
     "cache's settings when it is ready.",
 )
 @click.option("--stop", is_flag=True, help="Stop the server this command started.")
-def wheels_cmd(log: str | None, show_env: bool, stop: bool) -> None:
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=float,
+    default=None,
+    help="Wait up to this many seconds for the cache a background fill is making, then return.",
+)
+def wheels_cmd(log: str | None, show_env: bool, stop: bool, wait_seconds: float | None) -> None:
     """Serve the nodes the Python packages the roles install from this machine (port 3144)."""
     import json
     from pathlib import Path
 
     if stop:
         wheels.stop()
+    elif wait_seconds is not None:
+        wheels.wait_ready(wait_seconds)
     elif show_env:
         click.echo(json.dumps(wheels.bed_pip_environment()))
     elif log:

@@ -258,6 +258,26 @@ def ensure(say=print) -> None:
     serve(say=say)
 
 
+def wait_ready(
+    seconds: float, step: float = 2.0, say=print, ready=None, clock=time.monotonic, sleep=time.sleep
+) -> bool:
+    """Wait up to SECONDS for the cache a background fill is making to be filled and answering
+    (:func:`pip_environment` not empty): a suite's lanes start together with the checks, and their
+    first beds would otherwise go to PyPI. False when it is not ready by then (the beds then go to
+    PyPI, as without the cache); at once when this is not root, which never fills it."""
+    ready = ready or (lambda: bool(pip_environment()))
+    if os.geteuid() != 0:
+        return False
+    started = clock()
+    while not ready():
+        if clock() - started >= seconds:
+            say(f"wheel cache: not ready after {seconds:.0f}s; the beds go to PyPI")
+            return False
+        sleep(step)
+    say(f"wheel cache: ready after {clock() - started:.0f}s")
+    return True
+
+
 def start_in_background(log: Path) -> None:
     """Fill and serve in a process of its own, for the suite to go on meanwhile (downloads are
     not the CPU's work): a bed made before it is done goes to PyPI."""

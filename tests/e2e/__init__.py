@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from meshctl.localmesh import wheels
 
@@ -43,10 +44,15 @@ def wait_for(what, seconds: float, step: float = 2):
 BED_SETTINGS = "mlflow_workers: 1\njob_env_torch: ''\njob_env_mpi: false\n"
 
 
+# The test bed's Ansible settings for every meshctl run of these files (ansible.cfg beside this
+# file: how often Ansible's main process looks for results; .config/molecule/config.yml says why).
+TESTBED_ENV = {"ANSIBLE_CONFIG": str(Path(__file__).with_name("ansible.cfg"))}
+
+
 def meshctl_in(root, *args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """The real CLI, run in ROOT/lab (the mesh `init lab` made) or ROOT, with ENV added."""
     cwd = root / "lab" if (root / "lab").exists() else root
-    env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    env = {**os.environ, **TESTBED_ENV, "COLUMNS": "200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, check=False, env=env)  # fmt: skip
 

@@ -25,7 +25,7 @@ import pytest
 
 from meshctl.localmesh import nodes
 from meshctl.mesh import Mesh
-from tests.e2e import BED_SETTINGS, MITOGEN, on_container, pip_settings, runs_said, wait_for_ssh
+from tests.e2e import BED_SETTINGS, MITOGEN, TESTBED_ENV, on_container, pip_settings, runs_said, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -63,11 +63,20 @@ class CmdlineSampler(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
+        # os.open and os.read, not pathlib: a pass reads hundreds of processes ten times a second
+        # beside both lanes, and this costs less than half the CPU (0.36 -> 0.16 CPU-s per 10 s here).
         while not self._halt.is_set():
-            for entry in Path("/proc").iterdir():
-                if entry.name.isdigit():
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
                     with contextlib.suppress(OSError):  # the process ended
-                        self.seen.add((entry / "cmdline").read_bytes())
+                        fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY)
+                        try:
+                            chunks = [os.read(fd, 1 << 16)]
+                            while len(chunks[-1]) == 1 << 16:  # a longer command line: the rest of it
+                                chunks.append(os.read(fd, 1 << 16))
+                        finally:
+                            os.close(fd)
+                        self.seen.add(b"".join(chunks))
             self.samples += 1
             self._halt.wait(self.interval)
 
@@ -107,12 +116,12 @@ class Bed:
             text=True,
             timeout=timeout,
             check=False,
-            env={**os.environ, "TMPDIR": str(self.tmp), **wide},
+            env={**os.environ, **TESTBED_ENV, "TMPDIR": str(self.tmp), **wide},
         )
 
     def spawn(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         """meshctl in the background (for runs that overlap or get killed)."""
-        env = {**os.environ, "TMPDIR": str(self.tmp), **(env or {})}
+        env = {**os.environ, **TESTBED_ENV, "TMPDIR": str(self.tmp), **(env or {})}
         return subprocess.Popen([sys.executable, "-m", "meshctl", *args], cwd=self.mesh, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from meshctl.localmesh import nodes
+from tests.e2e import TESTBED_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +28,7 @@ NEW13 = nodes.Node("first-n13", "100.100.50.20")
 def meshctl(root: Path, *args: str) -> subprocess.CompletedProcess:
     cwd = root / "lab" if (root / "lab").exists() else root
     return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, check=False, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+                          timeout=900, check=False, env={**os.environ, **TESTBED_ENV, "COLUMNS": "200"})  # fmt: skip
 
 
 def untouched(container: str) -> str:

@@ -34,7 +34,7 @@ import yaml
 from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
-from tests.e2e import BED_SETTINGS, MITOGEN, pip_settings, runs_said, wait_for, wait_for_ssh
+from tests.e2e import BED_SETTINGS, MITOGEN, TESTBED_ENV, pip_settings, runs_said, wait_for, wait_for_ssh
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -111,7 +111,8 @@ class PodBed:
         self.api: Standin | None = None
 
     def meshctl(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        env = {**os.environ, "MESHCTL_MESH": str(self.mesh), **MITOGEN}  # the opt-in: tests/e2e/__init__.py
+        # MITOGEN: the opt-in (tests/e2e/__init__.py)
+        env = {**os.environ, **TESTBED_ENV, "MESHCTL_MESH": str(self.mesh), **MITOGEN}
         if self.api is not None:
             env["MESHCTL_RUNPOD_API_URL"] = self.api.url
         return subprocess.run([sys.executable, "-m", "meshctl", *args], cwd=self.root, capture_output=True, text=True,

@@ -52,3 +52,20 @@ def test_no_two_things_that_may_run_at_once_share_a_network():
     lanes = [set().union(*(subnets(s) for s in make_list(lane))) for lane in ("E2E_SCENARIOS", "MOLECULE_SCENARIOS")]
     assert e2e and len(e2e) == len(set(e2e)), e2e
     assert not set(e2e) & (lanes[0] | lanes[1]) and not lanes[0] & lanes[1], (e2e, lanes)
+
+
+def test_the_e2e_runs_and_the_scenarios_get_the_same_ansible_settings_from_the_test_bed():
+    """tests/e2e/ansible.cfg (ANSIBLE_CONFIG of every meshctl run of the e2e files) and
+    .config/molecule/config.yml (merged under every molecule.yml) say the same, and nothing a role
+    decides: only how often Ansible's main process looks for results."""
+    import configparser
+
+    e2e = configparser.ConfigParser()
+    e2e.read(REPO / "tests" / "e2e" / "ansible.cfg")
+    base = yaml.safe_load((REPO / ".config" / "molecule" / "config.yml").read_text())
+    molecule = base["provisioner"]["config_options"]
+    assert {s: dict(e2e[s]) for s in e2e.sections()} == {
+        s: {k: str(v) for k, v in o.items()} for s, o in molecule.items()
+    }
+    assert set(base) == {"provisioner"} and set(base["provisioner"]) == {"config_options"}
+    assert molecule == {"defaults": {"internal_poll_interval": 0.01}}

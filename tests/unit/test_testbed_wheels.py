@@ -153,3 +153,23 @@ def test_the_bridge_address_is_its_gateway_or_else_its_subnets_first_host():
     assert wheels.gateway_of("|172.17.0.0/16 ") == "172.17.0.1"
     assert wheels.gateway_of("|fd00::/64 |10.9.0.0/24 ") == "10.9.0.1"
     assert wheels.gateway_of("") is None and wheels.gateway_of("|nonsense ") is None
+
+
+def test_the_lanes_wait_for_a_fill_under_way_and_go_on_without_it_after_the_limit(monkeypatch):
+    """`make test` starts its lanes with the checks: each waits for the background fill, not forever."""
+    monkeypatch.setattr(wheels.os, "geteuid", lambda: 0)
+    said, now = [], [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    answers = iter([False, False, True])
+    ready = lambda: next(answers)  # noqa: E731
+    assert wheels.wait_ready(60, step=5, say=said.append, ready=ready, clock=lambda: now[0], sleep=sleep)
+    assert now[0] == 10 and said == ["wheel cache: ready after 10s"]
+    said.clear()
+    now[0] = 0.0
+    assert not wheels.wait_ready(12, step=5, say=said.append, ready=lambda: False, clock=lambda: now[0], sleep=sleep)
+    assert now[0] == 15 and said == ["wheel cache: not ready after 12s; the beds go to PyPI"]
+    monkeypatch.setattr(wheels.os, "geteuid", lambda: 1000)  # not root: nothing fills it, nothing to wait for
+    assert not wheels.wait_ready(600, ready=lambda: False, sleep=lambda s: pytest.fail("waited"))
