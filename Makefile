@@ -17,9 +17,10 @@ demo: venv engine cache
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-# The checks (lint, sanity, unit tests) run beside the two lanes, at the lowest priority: the lanes
-# leave about an eighth of the two cores idle while they wait on daemons and timers (docs/testing.md),
-# and the checks, 90 s of both cores on their own, fit there instead of before them.
+# The checks (lint, sanity, unit tests) run beside the two lanes, at a low priority
+# (scripts/low-priority): the lanes leave about an eighth of the two cores idle while they wait on
+# daemons and timers (docs/testing.md), and the checks, 90 s of both cores on their own, mostly fit
+# there instead of before them.
 test: venv engine cache images wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
@@ -42,7 +43,7 @@ WHEELS_WAIT := 600
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
-	  $(if $(CHECKS_BESIDE),checks 'env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT nice -n 19 $(MAKE) -s checks') \
+	  $(if $(CHECKS_BESIDE),checks 'env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
 	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \

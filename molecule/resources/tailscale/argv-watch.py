@@ -19,11 +19,17 @@ def main() -> None:
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
                     continue
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                        line = handle.read().replace(b"\0", b" ").strip()
+                try:  # os.open and os.read: half the CPU of a file object, 50 passes a second
+                    fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY)
+                    try:
+                        chunks = [os.read(fd, 1 << 16)]
+                        while len(chunks[-1]) == 1 << 16:  # a longer command line: the rest of it
+                            chunks.append(os.read(fd, 1 << 16))
+                    finally:
+                        os.close(fd)
                 except OSError:
                     continue
+                line = b"".join(chunks).replace(b"\0", b" ").strip()
                 if line and line not in seen:
                     seen.add(line)
                     log.write(line + b"\n")
