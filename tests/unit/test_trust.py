@@ -21,7 +21,7 @@ from meshctl import display, runner
 from meshctl.errors import InventoryError
 from meshctl.mesh import Mesh, to_inventory
 from meshctl.model import Node, Unsafe
-from tests.conftest import fixture_text, fixtures_in
+from tests.conftest import REPO, fixture_text, fixtures_in
 from tests.hwfacts import GPU, NO_GPU, ONE_GPU
 
 PIPE = "{{ lookup('pipe', 'touch %s') }}"
@@ -261,3 +261,21 @@ def test_a_sound_tailnet_address_is_recorded_and_the_range_comes_from_group_vars
     assert str(tailnet.tailnet_cidr(mesh)) == "100.100.40.0/24"
     (note,) = tailnet.record_addresses([gpu1], _reported(gpu1="100.100.41.1"), [gpu1], tailnet.tailnet_cidr(mesh))
     assert "outside the tailnet's range 100.100.40.0/24" in note
+
+
+def test_a_nodes_facts_are_checked_in_the_first_play_before_anything_changes_it():
+    """site.yml's first play reads and checks every node's hardware facts (role mesh_facts) before
+    its first task that changes a node, and before the plays that join the tailnet and install the
+    munge key: a hostile node is refused before it gets either."""
+    plays = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
+    first = next(p for p in plays if "tasks" in p)
+    names = [(t.get("ansible.builtin.import_role") or {}).get("name", "") for t in first["tasks"]]
+    froms = [(t.get("ansible.builtin.import_role") or {}).get("tasks_from", "main") for t in first["tasks"]]
+    facts = names.index("meshctl.mesh.mesh_facts")
+    # What comes before: the settings check and the secrets made on the control machine, no more.
+    assert list(zip(names[:facts], froms[:facts], strict=True)) == [
+        ("meshctl.mesh.mesh_base", "settings"),
+        ("meshctl.mesh.munge", "secret"),
+        ("meshctl.mesh.mlflow", "secret"),
+    ]
+    assert plays.index(first) < min(i for i, p in enumerate(plays) if p.get("name") == "Join the tailnet")
