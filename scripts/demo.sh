@@ -10,20 +10,24 @@ KEY=$DEMO/id_ed25519
 HEAD=100.100.20.10 GPU1=100.100.20.11 CPU1=100.100.20.12
 SSH=(ssh -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o "UserKnownHostsFile=$MESH/known_hosts" -o LogLevel=ERROR)
 
+# Each step says the seconds since the demo's cluster phase began: where its minutes go.
+say() { echo "==> [${SECONDS}s] $*"; }
+SECONDS=0
+
 mkdir -p "$DEMO"; chmod 700 "$DEMO"
 [ -f "$KEY" ] || ssh-keygen -q -t ed25519 -N '' -C meshctl-demo -f "$KEY"
-echo "==> Giving the demo nodes the demo SSH key (what a cloud provider does at boot)"
+say "Giving the demo nodes the demo SSH key (what a cloud provider does at boot)"
 python -m meshctl.localmesh authorize --key "$KEY.pub" head gpu1 cpu1
 
 # gpu1 gets two simulated GPUs: the stand-in nvidia-smi (a test double printing real 2-GPU
 # outputs kept in molecule/resources/simulated-gpu) and /dev/nvidia0, /dev/nvidia1, /dev/nvidiactl.
-echo "==> Simulating two GPUs on gpu1"
+say "Simulating two GPUs on gpu1"
 molecule/resources/simulate-gpus gpu1
 
 again=0
 [ -f "$MESH/mesh.yml" ] && again=1  # a second `make demo`: the mesh is converged again below
 if [ "$again" = 0 ]; then
-  echo "==> meshctl init $MESH --head root@$HEAD"
+  say "meshctl init $MESH --head root@$HEAD"
   meshctl init "$MESH" --head "root@$HEAD" --name head --ssh-key "$KEY" --provider local
   # The demo nodes are containers behind this machine's TLS-intercepting proxy (if any): pip
   # inside them (MLflow, the job environment) needs this machine's CA bundle, which the node image
@@ -57,29 +61,29 @@ export MESHCTL_MESH=$MESH
 for node in gpu1:$GPU1 cpu1:$CPU1; do
   name=${node%%:*} addr=${node#*:}
   if grep -q "^    $name:" "$MESH/mesh.yml"; then
-    echo "==> $name is already in the mesh"
+    say "$name is already in the mesh"
   else
-    echo "==> meshctl add-node root@$addr --name $name"
+    say "meshctl add-node root@$addr --name $name"
     meshctl add-node "root@$addr" --name "$name" --ssh-key "$KEY" --provider local
   fi
 done
 if [ "$again" = 1 ]; then
   # On a first run each add-node above converged its node and the head: nothing is left pending.
-  echo "==> meshctl apply (converges anything left pending; changes nothing otherwise)"
+  say "meshctl apply (converges anything left pending; changes nothing otherwise)"
   meshctl apply
 fi
-echo "==> meshctl status"
+say "meshctl status"
 meshctl status
-echo "==> A Slurm job across all nodes, as the job user alice: srun -N3 hostname"
+say "A Slurm job across all nodes, as the job user alice: srun -N3 hostname"
 "${SSH[@]}" "root@$HEAD" "$AS_ALICE srun -N3 --label hostname" | sort
-echo "==> Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES"
+say "Both GPUs of gpu1: srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES"
 visible=$("${SSH[@]}" "root@$HEAD" "$AS_ALICE srun -w gpu1 --gres=gpu:2 printenv CUDA_VISIBLE_DEVICES")
 echo "CUDA_VISIBLE_DEVICES=$visible"
 if [ "$visible" != "0,1" ]; then
   echo "demo: FAILED: a job asking for both GPUs of gpu1 saw CUDA_VISIBLE_DEVICES='$visible', not 0,1" >&2
   exit 1
 fi
-echo "==> sinfo"
+say "sinfo"
 "${SSH[@]}" "root@$HEAD" sinfo -N -o "'%N %T %c %m %G'" | tee "$DEMO/sinfo.txt"
 # gpu1's GRES column, e.g. gpu:rtx_4500_ada_generation:1,gpu:rtx_a5000:1: its counts add up to 2.
 gpus=$(awk '$1 == "gpu1" {print $5; exit}' "$DEMO/sinfo.txt" | tr ',' '\n' | awk -F: '$1 == "gpu" {n += $NF} END {print n + 0}')
@@ -87,7 +91,7 @@ if [ "$gpus" != 2 ]; then
   echo "demo: FAILED: sinfo shows $gpus GPUs on gpu1, not its two simulated ones" >&2
   exit 1
 fi
-echo "==> MLflow on the head, asked from cpu1 through the tracking URI every node has (no account: 401)"
+say "MLflow on the head, asked from cpu1 through the tracking URI every node has (no account: 401)"
 "${SSH[@]}" "root@$CPU1" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<'PY'
 import os, urllib.error, urllib.request
 uri = os.environ["MLFLOW_TRACKING_URI"]
@@ -99,12 +103,12 @@ try:
 except urllib.error.HTTPError as error:
     print("API without an account:", error.code)
 PY
-echo "==> The NFS export on the head"
+say "The NFS export on the head"
 "${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"
 
 # Training across the mesh: examples/ddp on head, gpu1 and cpu1. On a real mesh the examples sit
 # on the share; these containers cannot mount NFS, so every node gets its own copy at that path.
-echo "==> A 3-node PyTorch DDP job (examples/ddp), tracked in MLflow"
+say "A 3-node PyTorch DDP job (examples/ddp), tracked in MLflow"
 for node in head:$HEAD gpu1:$GPU1 cpu1:$CPU1; do
   tar -C examples -c ddp | "${SSH[@]}" "root@${node#*:}" "mkdir -p /mnt/shared-slurm/examples && tar -C /mnt/shared-slurm/examples -x"
 done
@@ -115,7 +119,7 @@ batch_addr=$(case $batch in head) echo $HEAD ;; gpu1) echo $GPU1 ;; *) echo $CPU
 "${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -q 'JobState=COMPLETED' \
   || { echo "demo: FAILED: the DDP job $job did not complete" >&2; exit 1; }
 run_id=$(python3 -c 'import json,sys; print(next(json.loads(l)["run_id"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["rank"] == 0))' "$DEMO/ddp.out")
-echo "==> The run in MLflow (asked on the head)"
+say "The run in MLflow (asked on the head)"
 "${SSH[@]}" "root@$HEAD" ". /etc/profile.d/meshctl-mlflow.sh; python3 -" <<PY
 import base64, json, os, urllib.request
 api = os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow"
@@ -136,7 +140,7 @@ print("checkpoint", checkpoint, "present" if os.path.exists(checkpoint) else "MI
 complete = run["info"]["status"] == "FINISHED" and len(losses) == 60 and os.path.exists(checkpoint)
 raise SystemExit(0 if complete else "demo: FAILED: the MLflow run is incomplete")
 PY
-echo "==> meshctl doctor: every link between two nodes (iperf3), and an all-reduce across them"
+say "meshctl doctor: every link between two nodes (iperf3), and an all-reduce across them"
 meshctl doctor
 echo
 echo "The demo mesh is in $MESH. Try: MESHCTL_MESH=$MESH .venv/bin/meshctl status"
