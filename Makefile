@@ -41,14 +41,16 @@ LATE_E2E := tests/e2e/test_pod.py tests/e2e/test_first_run.py tests/e2e/test_col
 E2E_SCENARIOS :=
 MOLECULE_SCENARIOS := default debian13 tailscale
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
-# on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md).
+# on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
+# variable that enables it wins over Molecule's callbacks_enabled, so it names meshctl.mesh.preload
+# too (.config/molecule/config.yml; meshctl's own runs add it themselves).
 PROFILE := build/profile
 # Each lane first waits for the wheel cache `make wheels` fills in the background (at most
 # WHEELS_WAIT seconds; after that its beds go to PyPI).
 WHEELS_WAIT := 600
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
-	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
+	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks,meshctl.mesh.preload PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
 	  $(if $(CHECKS_BESIDE),checks 'env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \

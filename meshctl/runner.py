@@ -263,6 +263,17 @@ def ansible_playbook() -> str:
     return found
 
 
+# The collection's callback that loads the roles' Jinja plugins before Ansible forks its workers.
+PRELOAD_CALLBACK = "meshctl.mesh.preload"
+
+
+def callbacks_enabled() -> str:
+    """ANSIBLE_CALLBACKS_ENABLED for a run: whatever this environment enables (a profiler, say), and
+    meshctl's preload."""
+    enabled = [name.strip() for name in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name.strip()]
+    return ",".join(enabled + [PRELOAD_CALLBACK] * (PRELOAD_CALLBACK not in enabled))
+
+
 def mitogen_strategies() -> Path | None:
     """Mitogen's strategy plugins folder when runs use Mitogen, else None (plain Ansible).
 
@@ -377,6 +388,9 @@ def run_playbook(
             "ANSIBLE_PIPELINING": "1",
             # Every node of the mesh at once (the default of 5 serializes larger meshes).
             "ANSIBLE_FORKS": str(max(5, len(hosts) + 1)),
+            # The roles' Jinja filters and tests loaded once, before Ansible forks a worker per task and
+            # host, instead of in every worker (the collection's callback meshctl.mesh.preload).
+            "ANSIBLE_CALLBACKS_ENABLED": callbacks_enabled(),
             # Seconds ssh waits for a node to answer (Ansible's default: 10).
             **({"ANSIBLE_TIMEOUT": str(connect_timeout)} if connect_timeout else {}),
             # The ansible-playbook beside meshctl's interpreter comes first (meshctl run as .venv/bin/meshctl).

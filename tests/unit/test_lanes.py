@@ -57,15 +57,30 @@ def test_no_two_things_that_may_run_at_once_share_a_network():
 def test_the_e2e_runs_and_the_scenarios_get_the_same_ansible_settings_from_the_test_bed():
     """tests/e2e/ansible.cfg (ANSIBLE_CONFIG of every meshctl run of the e2e files) and
     .config/molecule/config.yml (merged under every molecule.yml) say the same, and nothing a role
-    decides: only how often Ansible's main process looks for results."""
+    decides: how often Ansible's main process looks for results. Molecule's also enables the preload
+    callback, which meshctl's runs enable themselves (meshctl/runner.py), and so does the lanes'
+    ANSIBLE_CALLBACKS_ENABLED, which wins over Molecule's setting."""
     import configparser
+
+    from meshctl import runner
 
     e2e = configparser.ConfigParser()
     e2e.read(REPO / "tests" / "e2e" / "ansible.cfg")
     base = yaml.safe_load((REPO / ".config" / "molecule" / "config.yml").read_text())
-    molecule = base["provisioner"]["config_options"]
-    assert {s: dict(e2e[s]) for s in e2e.sections()} == {
-        s: {k: str(v) for k, v in o.items()} for s, o in molecule.items()
-    }
     assert set(base) == {"provisioner"} and set(base["provisioner"]) == {"config_options"}
-    assert molecule == {"defaults": {"internal_poll_interval": 0.01}}
+    molecule = base["provisioner"]["config_options"]
+    assert molecule == {"defaults": {"internal_poll_interval": 0.01, "callbacks_enabled": runner.PRELOAD_CALLBACK}}
+    assert {s: dict(e2e[s]) for s in e2e.sections()} == {"defaults": {"internal_poll_interval": "0.01"}}
+    lanes = re.search(r"ANSIBLE_CALLBACKS_ENABLED=(\S+)", (REPO / "Makefile").read_text())
+    assert lanes and runner.PRELOAD_CALLBACK in lanes[1].split(",")
+
+
+def test_each_meshctl_run_enables_the_preload_beside_what_the_environment_enables(monkeypatch):
+    from meshctl import runner
+
+    monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
+    assert runner.callbacks_enabled() == "meshctl.mesh.preload"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks, ")
+    assert runner.callbacks_enabled() == "ansible.posix.profile_tasks,meshctl.mesh.preload"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "meshctl.mesh.preload,ansible.posix.profile_tasks")
+    assert runner.callbacks_enabled() == "meshctl.mesh.preload,ansible.posix.profile_tasks"
