@@ -26,10 +26,12 @@ demo: venv engine cache
 # The checks (lint, sanity, unit tests) run beside the two lanes, at a low priority
 # (scripts/low-priority): the lanes leave about an eighth of the two cores idle while they wait on
 # daemons and timers (docs/testing.md), and the checks, 90 s of both cores on their own, mostly fit
-# there instead of before them. They start CHECKS_AFTER seconds in: the lanes' first converges keep
-# both cores busy for their first 10 minutes or so (run 30: 0 % idle), where the checks took 157
-# CPU-seconds from them even at that priority; later the lanes leave time idle.
-CHECKS_AFTER := 540
+# there instead of before them. They start once the lanes leave the cores idle (scripts/when_idle.py:
+# 15 % idle over a minute, not before CHECKS_AFTER seconds, at the latest CHECKS_AT_MOST): the lanes'
+# first converges keep both cores busy for their first 10 to 15 minutes (runs 30 and 31: 0 % idle),
+# where the checks took 155-157 CPU-seconds from them even at that priority.
+CHECKS_AFTER := 600
+CHECKS_AT_MOST := 1800
 test: venv engine cache images wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
@@ -54,7 +56,7 @@ WHEELS_WAIT := 600
 suites: images collection-link
 	@rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	@TOGETHER_FAILED=$(PROFILE)/failed.txt ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks,meshctl.mesh.preload PROFILE_TASKS_TASK_OUTPUT_LIMIT=12 scripts/together \
-	  $(if $(CHECKS_BESIDE),checks 'sleep $(CHECKS_AFTER) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
+	  $(if $(CHECKS_BESIDE),checks 'python scripts/when_idle.py --after $(CHECKS_AFTER) --at-most $(CHECKS_AT_MOST) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
 	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
