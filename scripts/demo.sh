@@ -58,17 +58,23 @@ if ! grep -q '^job_users_list' "$MESH/group_vars/all.yml"; then
 fi
 AS_ALICE="cd /tmp && runuser -u alice --"
 export MESHCTL_MESH=$MESH
+# Both machines in one add-node: each is checked over SSH first, then both are set up with the
+# head in one run, side by side; each is named by its hostname (the containers' are gpu1, cpu1).
+new=()
 for node in gpu1:$GPU1 cpu1:$CPU1; do
   name=${node%%:*} addr=${node#*:}
   if grep -q "^    $name:" "$MESH/mesh.yml"; then
     say "$name is already in the mesh"
   else
-    say "meshctl add-node root@$addr --name $name"
-    meshctl add-node "root@$addr" --name "$name" --ssh-key "$KEY" --provider local
+    new+=("root@$addr")
   fi
 done
+if [ ${#new[@]} -gt 0 ]; then
+  say "meshctl add-node ${new[*]}"
+  meshctl add-node "${new[@]}" --ssh-key "$KEY" --provider local
+fi
 if [ "$again" = 1 ]; then
-  # On a first run each add-node above converged its node and the head: nothing is left pending.
+  # On a first run the add-node above converged its nodes and the head: nothing is left pending.
   say "meshctl apply (converges anything left pending; changes nothing otherwise)"
   meshctl apply
 fi

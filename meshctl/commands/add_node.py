@@ -18,8 +18,8 @@ from meshctl.options import (
 
 
 @click.command("add-node")
-@click.argument("target", metavar="[USER@]HOST[:PORT] | PROVIDER:NAME")
-@click.option("--name", help="Node name (default: the machine's hostname).")
+@click.argument("targets", nargs=-1, required=True, metavar="[USER@]HOST[:PORT] | PROVIDER:NAME ...")
+@click.option("--name", help="Node name (default: the machine's hostname); with one machine only.")
 @provider_option
 @ssh_key_option
 @mesh_address_option
@@ -27,26 +27,30 @@ from meshctl.options import (
 @mesh_option
 @wait_option
 @verbose_option
-def command(target, name, provider, ssh_key, address, dry_run, mesh_dir, wait, verbosity) -> None:
-    """Check a machine over SSH, configure it and the head, and mark it active.
+def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, verbosity) -> None:
+    """Check machines over SSH, configure them and the head in one run, and mark them active.
 
-    TARGET is an SSH address, or PROVIDER:NAME for an instance of a provider the mesh has an
+    Each TARGET is an SSH address, or PROVIDER:NAME for an instance of a provider the mesh has an
     account with (`meshctl provider add`): its address, user and provider come from the API.
+    Several machines are checked first, all of them, and then set up together: one failed check
+    adds none of them.
     """
     mesh = Mesh.find(mesh_dir)
-    with mesh.lock(f"add-node {target}", wait=wait):
+    with mesh.lock(f"add-node {' '.join(targets)}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        plan = add.plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
-        display.preflight_table(plan.report)
-        what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
-        kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""
-        display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
-        if plan.cloud == "COMMUNITY":
-            display.echo(cloud.THIRD_PARTY_HOST)
-        result = add.add_node(mesh, nodes, mesh_vars, plan, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
+        plans = add.plan_adds(mesh, nodes, targets, name, provider, ssh_key, address, mesh_vars,
+                              on_plan=lambda plan: display.preflight_table(plan.report))  # fmt: skip
+        for plan in plans:
+            what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
+            kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""
+            display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
+            if plan.cloud == "COMMUNITY":
+                display.echo(cloud.THIRD_PARTY_HOST)
+        result = add.add_node(mesh, nodes, mesh_vars, plans, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
     for note in result.notes:
         display.echo(note)
+    names = ", ".join(plan.node.name for plan in plans)
     if dry_run:
-        display.echo(f"dry run done: nothing was changed on {plan.node.name} or in {mesh.inventory.name}")
+        display.echo(f"dry run done: nothing was changed on {names} or in {mesh.inventory.name}")
     else:
-        display.echo(f"{plan.node.name} is active; `meshctl status` shows the mesh")
+        display.echo(f"{names} {'is' if len(plans) == 1 else 'are'} active; `meshctl status` shows the mesh")

@@ -1,5 +1,5 @@
-"""`meshctl add-node`: everything about the new machine checked first (``plan_add``), then the node
-and the head converged, and no other node contacted (``add_node``)."""
+"""`meshctl add-node`: everything about each new machine checked first (``plan_add``, ``plan_adds``),
+then the new nodes and the head converged in one run, and no other node contacted (``add_node``)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ def plan_add(
     if ssh_key and not Path(ssh_key).is_file():
         raise UsageError(f"--ssh-key {ssh_key}: no such file")
     same_host = [n for n in nodes if n.host == target.host and n.port == target.port]
+    if same_host and name is None and same_host[0].state == "pending":
+        name = same_host[0].name  # an add-node that failed: the same command resumes the node it recorded
     if same_host and (name is None or same_host[0].name != name or same_host[0].state == "active"):
         existing = same_host[0]
         raise UsageError(
@@ -88,20 +90,68 @@ def plan_add(
     return AddPlan(node, report, resumed, cloud_type)
 
 
-def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plan: AddPlan, progress, dry_run=False, verbosity=0):
-    """Configure the new node and the head only; mark them active on success.
+def plan_adds(
+    mesh: Mesh,
+    nodes: list[Node],
+    targets: list[str] | tuple[str, ...],
+    name: str | None,
+    provider: str | None,
+    ssh_key: str | None,
+    address: str | None,
+    mesh_vars: dict | None = None,
+    on_plan=None,
+) -> list[AddPlan]:
+    """``plan_add`` for each of TARGETS, all of them before anything is written; raise on any problem.
 
-    No other node is contacted: the head renders cluster-wide files from the records and the
-    recorded facts of the others.
+    ``--name`` and ``--address`` name one machine, so they go with one target only. Two targets
+    that are the same machine, or whose machines report the same hostname, are refused: nothing is
+    recorded and no node is touched. ON_PLAN, when given, is called with each plan as it passes
+    (the command shows its preflight table).
     """
-    others = [n for n in nodes if n.name != plan.node.name]
-    everyone = [*others, plan.node]
+    if not targets:
+        raise UsageError("no machine to add", hint="name one or more: meshctl add-node root@HOST [root@HOST ...]")
+    if len(targets) > 1 and (name is not None or address is not None):
+        option = "--name" if name is not None else "--mesh-address"
+        raise UsageError(
+            f"{option} names one machine, and {len(targets)} were given",
+            hint=f"leave {option} out (each node is named by its hostname) or add the machines one by one",
+        )
+    plans: list[AddPlan] = []
+    for target in targets:
+        plan = plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
+        for earlier in plans:
+            if (earlier.node.host, earlier.node.port) == (plan.node.host, plan.node.port):
+                raise UsageError(f"{plan.node.host}:{plan.node.port} is given twice", hint="name each machine once")
+            if earlier.node.name == plan.node.name:
+                raise UsageError(
+                    f"{earlier.node.host} and {plan.node.host} both report the hostname {plan.node.name}",
+                    hint="add them one by one, each with --name NAME",
+                )
+        if on_plan is not None:
+            on_plan(plan)
+        plans.append(plan)
+    return plans
+
+
+def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plans, progress, dry_run=False, verbosity=0):
+    """Configure the new nodes and the head only, in one run; mark them active on success.
+
+    PLANS is one ``AddPlan`` or a list of them. No other node is contacted: the head renders
+    cluster-wide files from the records and the recorded facts of the others. A failed run leaves
+    every new node pending; the same command resumes them all.
+    """
+    plans = [plans] if isinstance(plans, AddPlan) else list(plans)
+    added = [plan.node for plan in plans]
+    names = {node.name for node in added}
+    others = [n for n in nodes if n.name not in names]
+    everyone = [*others, *added]
     head = head_of(everyone)
-    retry = f"fix the problem and run `meshctl add-node {plan.node.user}@{plan.node.host}:{plan.node.port}"
-    retry += f" --name {plan.node.name}` again; the node is recorded as pending until it succeeds"
-    targets = [head, plan.node]
+    retry = "fix the problem and run `meshctl add-node " + " ".join(f"{n.user}@{n.host}:{n.port}" for n in added)
+    retry += (f" --name {added[0].name}` again" if len(added) == 1 else "` again") + "; "
+    retry += f"the {'node is' if len(added) == 1 else 'nodes are'} recorded as pending until it succeeds"
+    targets = [head, *added]
     if dry_run:
-        # The node is not written to mesh.yml: the run's inventory carries its whole record.
+        # The nodes are not written to mesh.yml: the run's inventory carries their whole records.
         result = session.run(mesh, everyone, mesh_vars, "site.yml", progress, targets, check=True, diff=True,
                      verbosity=verbosity)  # fmt: skip
         runner.raise_for(result, "the dry run found a problem; nothing was changed")

@@ -374,8 +374,10 @@ def test_rotate_authkey_refuses_a_malformed_key_untouched(bed):
         ((f"root@{N2}", "--ssh-key", "{key}", "--name", "n1"), 2, "already in the mesh"),
         ((f"root@{N2}", "--ssh-key", "{key}", "--name", "Bad_Name"), 2, "not valid for Slurm and Tailscale"),
         ((f"root@{N1}", "--ssh-key", "{key}", "--name", "again"), 2, "already in the mesh as n1"),
+        # Several machines: a good one and a bad one, and neither is added (all preflights first).
+        ((f"root@{N2}", f"root@{N2}:2222", "--ssh-key", "{key}"), 4, "refused the connection"),
     ],
-    ids=["closed-port", "wrong-key", "no-sudo", "duplicate-name", "invalid-name", "same-machine"],
+    ids=["closed-port", "wrong-key", "no-sudo", "duplicate-name", "invalid-name", "same-machine", "one-of-two"],
 )
 def test_bad_add_node_leaves_mesh_yml_unchanged(bed, args, code, message):
     before = bed.digest()

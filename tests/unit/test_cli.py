@@ -130,6 +130,72 @@ def test_bad_arguments_change_nothing(mesh, fake_preflight, fake_runner, args, m
     assert mesh.inventory.read_bytes() == before
 
 
+@pytest.fixture
+def hostnames(monkeypatch):
+    """Preflight where each machine reports a hostname of its own (host -> hostname), all passing but BAD."""
+    named = {"100.64.0.9": "gpu-a", "100.64.0.10": "gpu-b", "100.64.0.11": "gpu-a"}
+    bad: set[str] = set()
+
+    def run(_argv, user, host, port, _known_hosts=None, **_kw):
+        probe = dict(PROBE, hostname=named[host], **({"pid1": "dumb-init"} if host in bad else {}))
+        return preflight.Preflight(True, preflight.evaluate(probe, user), probe)
+
+    monkeypatch.setattr(preflight, "run", run)
+    return bad
+
+
+def test_add_node_of_several_machines_sets_them_up_in_one_run(mesh, hostnames, fake_runner):
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "root@100.64.0.10")
+    assert result.exit_code == 0, result.output
+    assert "gpu-a, gpu-b are active" in result.output
+    assert len(fake_runner) == 1 and fake_runner[0]["limit"] == "localhost,head,gpu-a,gpu-b"
+    hosts = fake_runner[0]["inventory"]["all"]["hosts"]
+    assert (hosts["gpu-a"]["meshctl_state"], hosts["gpu-b"]["meshctl_state"]) == ("pending", "pending")
+    assert {n.name: n.state for n in mesh.load()[0]} == {"head": "active", "gpu-a": "active", "gpu-b": "active"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["root@100.64.0.9", "root@100.64.0.10", "--name", "gpu"], "--name names one machine, and 2 were given"),
+        (["root@100.64.0.9", "root@100.64.0.10", "--mesh-address", "100.100.0.9"], "--mesh-address names one"),
+        (["root@100.64.0.9", "root@100.64.0.9:22"], "100.64.0.9:22 is given twice"),
+        (["root@100.64.0.9", "root@100.64.0.11"], "100.64.0.9 and 100.64.0.11 both report the hostname gpu-a"),
+        (["root@100.64.0.9", "root@100.64.0.1"], "already in the mesh as head"),
+    ],
+)
+def test_add_node_of_several_machines_refuses_them_all_on_any_problem(mesh, hostnames, fake_runner, args, message):
+    before = mesh.inventory.read_bytes()
+    result = invoke(mesh, "add-node", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert fake_runner == [] and mesh.inventory.read_bytes() == before
+
+
+def test_add_node_of_several_machines_adds_none_when_one_fails_its_preflight(mesh, hostnames, fake_runner):
+    hostnames.add("100.64.0.10")
+    before = mesh.inventory.read_bytes()
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "root@100.64.0.10")
+    assert result.exit_code == 4, result.output
+    assert "systemd as PID 1" in result.output
+    assert fake_runner == [] and mesh.inventory.read_bytes() == before
+
+
+def test_add_node_of_several_machines_that_fails_leaves_them_pending_and_the_same_command_resumes(
+    mesh, hostnames, fake_runner
+):
+    fake_runner.failures = [runner.Failure("gpu-b", "Install the Slurm packages", "No package matching 'slurmd'")]
+    result = invoke(mesh, "add-node", "root@100.64.0.9", "root@100.64.0.10")
+    assert result.exit_code == 5
+    assert "meshctl add-node root@100.64.0.9:22 root@100.64.0.10:22` again" in " ".join(result.output.split())
+    assert {n.name: n.state for n in mesh.load()[0]} == {"head": "active", "gpu-a": "pending", "gpu-b": "pending"}
+    fake_runner.failures = []
+    again = invoke(mesh, "add-node", "root@100.64.0.9", "root@100.64.0.10")
+    assert again.exit_code == 0, again.output
+    assert "resuming gpu-a" in again.output and "resuming gpu-b" in again.output
+    assert {n.name: n.state for n in mesh.load()[0]} == {"head": "active", "gpu-a": "active", "gpu-b": "active"}
+
+
 def test_preflight_failure_exits_4(mesh, monkeypatch, fake_runner):
     def run(_argv, user, host, port, _known_hosts=None, **_kw):
         return preflight.Preflight(True, preflight.evaluate(dict(PROBE, pid1="dumb-init"), user), dict(PROBE))
