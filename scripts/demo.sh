@@ -43,6 +43,9 @@ if ! grep -q '^job_env_' "$MESH/group_vars/all.yml"; then
   wheel=$(ls "$wheels"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -n 1 || true)
   {
     printf 'job_env_pip_environment:\n  PIP_CERT: /etc/ssl/certs/ca-certificates.crt\n'
+    # Bytecode for what a job loads at its start only (roles/job_env/README.md): three nodes
+    # share this machine's cores here.
+    printf 'job_env_bytecode: imports\n'
     if [ -n "$wheel" ]; then
       version=$(basename "$wheel" | cut -d- -f2 | cut -d+ -f1)
       printf 'job_env_torch: torch==%s\njob_env_find_links_dir: %s\n' "$version" "$wheels"
