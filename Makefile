@@ -39,17 +39,11 @@ test: venv engine cache images wheels collection
 # The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
 # (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
 # the scenarios default and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E (FIRST_E2E first), then the scenarios of E2E_SCENARIOS (none since
+# Lane e2e: the e2e files but LATE_E2E, then the scenarios of E2E_SCENARIOS (none since
 # 2026-11-27: the Molecule lane had become the shorter by more than `tailscale`'s 200 s). Lane
 # molecule: the other scenarios, then LATE_E2E. tests/unit/test_lanes.py checks every file and
 # scenario has a lane.
 LATE_E2E := tests/e2e/test_pod.py tests/e2e/test_first_run.py tests/e2e/test_collection.py
-# The e2e lane runs FIRST_E2E first, then its other files. test_power_save.py mostly waits on
-# Slurm's power-saving timers once its mesh is up: first, its waits leave the cores to Molecule's
-# first converge; last (as until run 33), they fell on test_pod.py's own waits at the end of the
-# other lane, and both cores idled a third of the last ten minutes (docs/testing.md).
-FIRST_E2E := tests/e2e/test_power_save.py
-E2E_FILES := $(FIRST_E2E) $(filter-out $(FIRST_E2E) $(LATE_E2E),$(sort $(wildcard tests/e2e/test_*.py)))
 E2E_SCENARIOS :=
 MOLECULE_SCENARIOS := default debian13 tailscale
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
@@ -66,7 +60,7 @@ suites: images collection-link
 	  $(if $(CHECKS_BESIDE),checks 'python scripts/when_idle.py --window 180 --after $(CHECKS_AFTER) --at-most $(CHECKS_AT_MOST) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
-	    $(E2E_FILES) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
+	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \

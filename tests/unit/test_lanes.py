@@ -3,7 +3,6 @@ scenario is in exactly one lane, LATE_E2E names e2e files that exist, and the sc
 container names (default and debian13: head, gpu1, cpu1) are in the same lane."""
 
 import re
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -37,16 +36,6 @@ def test_scenarios_of_the_two_lanes_share_no_container_name():
 def test_the_late_e2e_files_exist():
     late = make_list("LATE_E2E")
     assert late and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in late)
-
-
-def test_the_first_e2e_files_exist_and_run_in_the_e2e_lane():
-    first, late = make_list("FIRST_E2E"), make_list("LATE_E2E")
-    assert first and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in first)
-    assert not set(first) & set(late)
-    run = subprocess.run(["make", "-s", "-C", str(REPO), "--eval=files:\n\t@echo $(E2E_FILES)", "files"],
-                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    every = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
-    assert run[: len(first)] == first and sorted(run + late) == every  # each file once, in one of the lanes
 
 
 def subnets(scenario: str) -> set[str]:
