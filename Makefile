@@ -36,16 +36,21 @@ CHECKS_AT_MOST := 1800
 test: venv engine cache images wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
-# The end-to-end tests and the Molecule scenarios at once, in two lanes that take about as long
-# (docs/testing.md, "Where the minutes go"): they use their own networks and container names, except
-# the scenarios default and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E, then the scenarios of E2E_SCENARIOS (none since
-# 2026-11-27: the Molecule lane had become the shorter by more than `tailscale`'s 200 s). Lane
-# molecule: the other scenarios, then LATE_E2E. tests/unit/test_lanes.py checks every file and
-# scenario has a lane.
-LATE_E2E := tests/e2e/test_pod.py tests/e2e/test_first_run.py tests/e2e/test_collection.py
+# The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "Where
+# the minutes go"): they use their own networks and container names, except the scenarios default
+# and debian13 (the same names: one lane, one after the other).
+# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS (none). Lane
+# molecule: MOLECULE_SCENARIOS, then LATE_E2E. Lane providers: PROVIDERS_E2E, then
+# PROVIDERS_SCENARIOS. With two lanes (until 2026-11-27, runs 33-36) both ended on Slurm's
+# power-saving timers at once (test_power_save.py, test_pod.py's stopped pod): the cores were
+# 25-37 % idle for their last ten minutes. The third lane holds those files, so their waits fall
+# beside the other lanes' converges. tests/unit/test_lanes.py checks every file and scenario has
+# a lane.
+LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
+PROVIDERS_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py
 E2E_SCENARIOS :=
-MOLECULE_SCENARIOS := default debian13 tailscale
+MOLECULE_SCENARIOS := default debian13
+PROVIDERS_SCENARIOS := tailscale
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
 # variable that enables it wins over Molecule's callbacks_enabled, so it names meshctl.mesh.preload
@@ -60,12 +65,15 @@ suites: images collection-link
 	  $(if $(CHECKS_BESIDE),checks 'python scripts/when_idle.py --window 180 --after $(CHECKS_AFTER) --at-most $(CHECKS_AT_MOST) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
-	    $(addprefix --ignore=,$(LATE_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
+	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
-	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log'; \
-	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log; \
-	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log; \
+	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log' \
+	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
+	    | tee $(PROFILE)/providers-pytest.log && python scripts/molecule_all.py $(PROVIDERS_SCENARIOS)'; \
+	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log; \
+	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log $(PROFILE)/providers-pytest.log; \
 	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \
 	  cat $(PROFILE)/failed.txt 2>/dev/null; exit $$rc
 

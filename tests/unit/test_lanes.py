@@ -1,6 +1,7 @@
-"""`make test` runs the e2e files and the Molecule scenarios in two lanes (Makefile `suites`): every
-scenario is in exactly one lane, LATE_E2E names e2e files that exist, and the scenarios that share
-container names (default and debian13: head, gpu1, cpu1) are in the same lane."""
+"""`make test` runs the e2e files and the Molecule scenarios in three lanes (Makefile `suites`):
+every scenario is in exactly one lane, LATE_E2E and PROVIDERS_E2E name e2e files that exist (in one
+lane each), and the scenarios that share container names (default and debian13: head, gpu1, cpu1)
+are in the same lane."""
 
 import re
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+LANES = ("E2E_SCENARIOS", "MOLECULE_SCENARIOS", "PROVIDERS_SCENARIOS")  # each lane's scenarios
 
 
 def make_list(name: str) -> list[str]:
@@ -23,19 +25,23 @@ def platforms(scenario: str) -> set[str]:
 
 def test_every_scenario_runs_in_exactly_one_lane():
     scenarios = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
-    lanes = make_list("E2E_SCENARIOS") + make_list("MOLECULE_SCENARIOS")
+    lanes = make_list("E2E_SCENARIOS") + make_list("MOLECULE_SCENARIOS") + make_list("PROVIDERS_SCENARIOS")
     assert sorted(lanes) == scenarios
 
 
-def test_scenarios_of_the_two_lanes_share_no_container_name():
-    e2e = set().union(*(platforms(s) for s in make_list("E2E_SCENARIOS")))
-    molecule = set().union(*(platforms(s) for s in make_list("MOLECULE_SCENARIOS")))
-    assert molecule and not e2e & molecule, e2e & molecule  # the e2e lane may run no scenario
+def test_scenarios_of_different_lanes_share_no_container_name():
+    names = [set().union(*(platforms(s) for s in make_list(lane))) for lane in LANES]
+    assert names[1], names  # the e2e lane and the providers lane may run no scenario
+    for i, one in enumerate(names):
+        for other in names[i + 1 :]:
+            assert not one & other, (one & other, LANES)
 
 
-def test_the_late_e2e_files_exist():
-    late = make_list("LATE_E2E")
-    assert late and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in late)
+def test_the_late_and_the_providers_e2e_files_exist_each_in_one_lane():
+    late, providers = make_list("LATE_E2E"), make_list("PROVIDERS_E2E")
+    for files in (late, providers):
+        assert files and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in files)
+    assert not set(late) & set(providers)
 
 
 def subnets(scenario: str) -> set[str]:
@@ -46,12 +52,15 @@ def subnets(scenario: str) -> set[str]:
 
 def test_no_two_things_that_may_run_at_once_share_a_network():
     # Docker refuses a network whose subnet overlaps another's: the e2e files (run one after the
-    # other, but beside the other lane) and the scenarios of the two lanes each have their own.
+    # other in a lane, but beside the other lanes) and the scenarios of the lanes each have their own.
     e2e = [m for path in sorted((REPO / "tests" / "e2e").glob("test_*.py"))
            for m in re.findall(r'"(100\.100\.\d+\.0/24)"', path.read_text())]  # fmt: skip
-    lanes = [set().union(*(subnets(s) for s in make_list(lane))) for lane in ("E2E_SCENARIOS", "MOLECULE_SCENARIOS")]
+    lanes = [set().union(*(subnets(s) for s in make_list(lane))) for lane in LANES]
     assert e2e and len(e2e) == len(set(e2e)), e2e
-    assert not set(e2e) & (lanes[0] | lanes[1]) and not lanes[0] & lanes[1], (e2e, lanes)
+    assert not set(e2e) & set().union(*lanes), (e2e, lanes)
+    for i, one in enumerate(lanes):
+        for other in lanes[i + 1 :]:
+            assert not one & other, (one & other, LANES)
 
 
 def test_the_e2e_runs_and_the_scenarios_get_the_same_ansible_settings_from_the_test_bed():
