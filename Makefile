@@ -39,18 +39,18 @@ test: venv engine cache images wheels collection
 # The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "Where
 # the minutes go"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS (none). Lane
-# molecule: MOLECULE_SCENARIOS, then LATE_E2E. Lane providers: PROVIDERS_E2E, then
-# PROVIDERS_SCENARIOS. With two lanes (until 2026-11-27, runs 33-36) both ended on Slurm's
-# power-saving timers at once (test_power_save.py, test_pod.py's stopped pod): the cores were
-# 25-37 % idle for their last ten minutes. The third lane holds those files, so their waits fall
-# beside the other lanes' converges. tests/unit/test_lanes.py checks every file and scenario has
-# a lane.
+# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS. Lane molecule:
+# MOLECULE_SCENARIOS, then LATE_E2E. Lane providers: PROVIDERS_E2E, then PROVIDERS_SCENARIOS
+# (none). With two lanes (until 2026-11-27, runs 33-36) both ended on Slurm's power-saving timers
+# at once (test_power_save.py, test_pod.py's stopped pod): the cores were 25-37 % idle for their
+# last ten minutes. The third lane holds those files, so their waits fall beside the other lanes'
+# work; `tailscale` went from its end to the e2e lane's after run 37 (lanes of 1680 and 1333 s).
+# tests/unit/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py
-E2E_SCENARIOS :=
+E2E_SCENARIOS := tailscale
 MOLECULE_SCENARIOS := default debian13
-PROVIDERS_SCENARIOS := tailscale
+PROVIDERS_SCENARIOS :=
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
 # variable that enables it wins over Molecule's callbacks_enabled, so it names meshctl.mesh.preload
@@ -71,7 +71,7 @@ suites: images collection-link
 	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log' \
 	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
-	    | tee $(PROFILE)/providers-pytest.log && python scripts/molecule_all.py $(PROVIDERS_SCENARIOS)'; \
+	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log $(PROFILE)/providers-pytest.log; \
 	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \
