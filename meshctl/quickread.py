@@ -43,6 +43,8 @@ UNIT = re.compile(r"[A-Za-z0-9@._:-]{1,128}")
 PATH = re.compile(r"/[A-Za-z0-9._/+-]{0,250}")
 URL = re.compile(r"http://[A-Za-z0-9.:\[\]-]{1,255}/health")
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
+SHARE_ID = re.compile(r"[0-9a-f]{16,128}")
+MARKER = re.compile(r"[A-Za-z0-9._-]{1,64}")
 EXPECT = {"share_service": str, "compute": bool, "controller": str, "tailnet": bool}
 
 
@@ -50,7 +52,8 @@ def request_problem(request: object) -> str | None:
     """Why REQUEST is not a status request meshctl sends to a node (None when it is)."""
     if not isinstance(request, dict):
         return "not a mapping"
-    wanted = {"services", "sinfo", "tailscale", "mount_path", "mount_possible", "url", "supervisor", "expect"}
+    wanted = {"services", "sinfo", "tailscale", "mount_path", "mount_possible", "url", "supervisor", "expect",
+              "share_id", "share_marker"}  # fmt: skip
     if set(request) != wanted:
         return f"keys {sorted(set(request) ^ wanted)} unexpected or missing"
     services = request["services"]
@@ -67,6 +70,10 @@ def request_problem(request: object) -> str | None:
         isinstance(request["mount_path"], str) and PATH.fullmatch(request["mount_path"])
     ):
         return "mount_path is not an absolute path"
+    if request["share_id"] is not None and not (isinstance(request["share_id"], str) and SHARE_ID.fullmatch(request["share_id"])):
+        return "share_id is not a share identity"
+    if not (isinstance(request["share_marker"], str) and MARKER.fullmatch(request["share_marker"])):
+        return "share_marker is not a file name"
     if request["url"] is not None and not (isinstance(request["url"], str) and URL.fullmatch(request["url"])):
         return "url is not a health URL"
     expect = request["expect"]
@@ -132,7 +139,7 @@ def script(request: dict) -> str:
     """The reader's text and one call of it with REQUEST, printing its answer as JSON."""
     source = (resources.data_dir() / "plugins" / "module_utils" / "mesh_status_read.py").read_text(encoding="utf-8")
     params = {key: request[key] for key in ("services", "sinfo", "tailscale", "mount_path", "mount_possible", "url",
-                                            "supervisor")}  # fmt: skip
+                                            "supervisor", "share_id", "share_marker")}  # fmt: skip
     params["timeout"] = READ_TIMEOUT
     return f"{source}\nimport json as _json\nprint(_json.dumps(read(_json.loads({json.dumps(params)!r}))))\n"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from meshctl import cloud, quickread, runner, session, slurm
+from meshctl import cloud, quickread, resources, runner, session, slurm
 from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
 
@@ -63,6 +63,18 @@ ADVICE = {
 }
 
 
+# What the nfs column says for a node's share word (plugins/module_utils/mesh_status_read.py).
+SHARE_WORDS = {
+    "shared": "shared",
+    "not-the-heads": "not the head's share",
+    "fstab-only": "no share (kernel cannot mount NFS)",
+}
+NOT_THE_HEADS = (
+    "the share folder is not the head's share (a mount that failed left the local folder): `mount {path}` "
+    "on {name}, or `meshctl apply --limit {name}`; the node drains itself until it is"
+)
+
+
 def node_status(node: Node, record: dict) -> NodeStatus:
     """One row from the node's status record (checked by health.checked, judged by the filter)."""
     services = record["services"]
@@ -72,13 +84,15 @@ def node_status(node: Node, record: dict) -> NodeStatus:
         munge=services.get("munge", "?"),
         daemon=", ".join(f"{d} {state}" for d, state in services.items() if d.startswith("slurm")),
         slurm=(record.get("slurm") or {}).get("state", "absent") if "compute" in node.roles else "-",
-        nfs=record.get("share") or "?",
+        nfs=SHARE_WORDS.get(record.get("share"), record.get("share") or "?"),
         tailnet=tailnet_text(record.get("tailnet")),
         gpus=_gres(record.get("slurm")),
         healthy=record["healthy"],
         problem=record["problem"],
     )
-    if row.problem:
+    if row.problem == "share" and record.get("detail") == "not-the-heads":
+        row.error = NOT_THE_HEADS.format(name=node.name, path=resources.role_defaults("mesh")["mesh_share_path"])
+    elif row.problem:
         row.error = ADVICE[row.problem].format(name=node.name, address=node.mesh_address,
                                                detail=record.get("detail") or "?")  # fmt: skip
     return row

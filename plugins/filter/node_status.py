@@ -21,13 +21,13 @@ PROBLEMS = (
     "service",  # a daemon is not active (detail: which)
     "userspace",  # tailscaled without a TUN device on a machine that should have one
     "tailnet",  # Tailscale is not Running on the node's mesh address
-    "share",  # the shared folder is not exported (head) or not in fstab (node)
+    "share",  # the shared folder is not exported (head), not in fstab or not the head's share (node)
     "no-nfs-kernel",  # the node's kernel cannot mount NFS (a container): jobs do not see the share
     "slurm",  # Slurm does not see the node in a state that takes jobs (detail: the state)
     "pod",  # healthy, but a pod: said so (no NFS mount, Slurm through Tailscale's proxy)
 )
 HEALTHY_PROBLEMS = ("", "pod", "no-nfs-kernel")
-SHARE_OK = ("exporting", "mounted", "fstab-only")
+SHARE_OK = ("exporting", "mounted", "shared", "fstab-only")
 WORD = mesh_slurm.WORD_RE  # a service's state, or a Slurm state word and its flag (~ % # ! * $ @ ^ - +)
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")

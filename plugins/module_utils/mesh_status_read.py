@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import os
 import subprocess
+import sys
 import urllib.parse
 
 LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
@@ -65,7 +66,42 @@ def kernel_has_nfs(filesystems="/proc/filesystems"):
         return False
 
 
-def mount_state(path, possible=True):
+# Reads the share's marker without following a link or waiting on a pipe, in a process of its own:
+# a read on a hard NFS mount whose server is away would hang this one.
+READ_MARKER = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
+    "sys.stdout.write(os.read(fd, 200).decode('ascii', 'replace'))\n"
+)
+
+
+def share_marker(path, marker, timeout=5):
+    """What the share's marker file (MARKER in PATH) holds, stripped; "" when it cannot be read."""
+    if not marker or "/" in marker:
+        return ""
+    return run([sys.executable, "-c", READ_MARKER, os.path.join(path, marker)], timeout)["stdout"].strip()
+
+
+def mount_point(path):
+    try:
+        return os.path.ismount(path)
+    except OSError:
+        return False
+
+
+def mount_state(path, possible=True, share_id=None, marker=".meshctl-share", timeout=5):
+    """The share's state on a node. With SHARE_ID (the head's, which it writes into the share's
+    MARKER): ``shared`` when the folder holds it; ``not-the-heads`` when something is mounted
+    there, or the kernel could mount the fstab entry, but the folder is not the head's (a mount that
+    failed and left the local folder); else as without: ``fstab-only`` (this kernel cannot mount
+    NFS) or ``missing``. Without: ``mounted``, ``not-mounted``, ``fstab-only`` or ``missing``."""
+    if share_id:
+        if share_marker(path, marker, timeout) == share_id:
+            return "shared"
+        in_fstab = fstab_has(path)
+        if nfs_mounted(path) or mount_point(path) or (in_fstab and possible and kernel_has_nfs()):
+            return "not-the-heads"
+        return "fstab-only" if in_fstab else "missing"
     if nfs_mounted(path):
         return "mounted"
     if not fstab_has(path):
@@ -101,6 +137,7 @@ def read(params):
         "services": service_states(list(params.get("services") or []), bool(params.get("supervisor")), timeout),
         "sinfo": run(SINFO, timeout) if params.get("sinfo") else None,
         "tailscale": run(["tailscale", "status", "--json"], timeout) if params.get("tailscale") else None,
-        "mount": mount_state(mount_path, params.get("mount_possible", True) is not False) if mount_path else None,
+        "mount": mount_state(mount_path, params.get("mount_possible", True) is not False, params.get("share_id"),
+                             params.get("share_marker") or ".meshctl-share", timeout) if mount_path else None,
         "http": http_get(url, timeout) if url else None,
     }

@@ -45,6 +45,16 @@ options:
     description: Whether this node's kernel may mount NFS at all (false on a pod).
     type: bool
     default: true
+  share_id:
+    description:
+      - The head's share identity. With it, the mount is reported as C(shared) (the folder's
+        O(share_marker) holds it), C(not-the-heads) (something is mounted there, or the kernel could
+        mount it, but the folder is not the head's), C(fstab-only) or C(missing).
+    type: str
+  share_marker:
+    description: The name of the file in the shared folder that holds the head's share identity.
+    type: str
+    default: .meshctl-share
   url:
     description: An HTTP URL to GET (a tracking server's C(/health)); its status and body are reported.
     type: str
@@ -106,6 +116,8 @@ def main():
             "tailscale": {"type": "bool", "default": False},
             "mount_path": {"type": "path"},
             "mount_possible": {"type": "bool", "default": True},
+            "share_id": {"type": "str"},
+            "share_marker": {"type": "str", "default": ".meshctl-share"},
             "url": {"type": "str"},
             "timeout": {"type": "int", "default": 5},
         },

@@ -105,3 +105,21 @@ def test_http_get_reports_status_and_body_or_zero(mod, monkeypatch):
     finally:
         server.shutdown()
     assert mod.http_get(base + "/health", 1) == {"status": 0, "body": ""}  # nothing listens any more
+
+
+def test_the_share_is_the_heads_only_where_its_marker_holds_the_heads_identity(tmp_path):
+    from plugins.module_utils import mesh_status_read as reader
+
+    share = tmp_path / "share"
+    share.mkdir()
+    wanted = "cd" * 32
+    assert reader.mount_state(str(share), True, wanted) == "missing"  # no marker, nothing mounted, no fstab
+    (share / ".meshctl-share").write_text(wanted + "\n")
+    assert reader.mount_state(str(share), True, wanted) == "shared"
+    (share / ".meshctl-share").write_text("ef" * 32 + "\n")  # another head's share
+    assert reader.mount_state(str(share), True, wanted) == "missing"
+    (share / ".meshctl-share").unlink()
+    (tmp_path / "elsewhere").write_text(wanted)
+    (share / ".meshctl-share").symlink_to(tmp_path / "elsewhere")  # never read through a link
+    assert reader.share_marker(str(share), ".meshctl-share") == ""
+    assert reader.mount_state("/", True, wanted) == "not-the-heads"  # a mount point without the marker

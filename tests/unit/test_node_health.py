@@ -20,14 +20,19 @@ def quote(value):  # Ansible's `quote` filter (shlex.quote)
     return shlex.quote(str(value))
 
 
-def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None) -> Path:
+SHARE_ID = "ab" * 32
+
+
+def program(tmp_path: Path, gpus: int, min_free_mb: int = 1, wrapper=None, share: str = "/mnt/x") -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined)
     env.filters["comment"] = lambda text: "\n".join(f"# {line}" for line in text.splitlines())
     env.filters["quote"] = quote
     env.filters["meshctl.mesh.slurm_power_flags"] = resources.plugin("filter.slurm_states").slurm_power_flags
     text = env.get_template("node_health.sh.j2").render(
         ansible_managed="Ansible managed", inventory_hostname="gpu1", slurm_controller="head", mesh_pod=False,
-        mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path="/mnt/x",
+        mesh_hw={"gpus": [{"file": f"/dev/nvidia{i}"} for i in range(gpus)]}, slurm_health_share_path=share,
+        mesh_share_id=SHARE_ID, mesh_share_marker=".meshctl-share",
+        slurm_health_share_seen=str(tmp_path / "seen" / "share-seen"),
         slurm_health_max_clock_skew=120, slurm_health_min_free_mb=min_free_mb, slurm_spool_dir=str(tmp_path),
         slurm_degraded_conf_dir=str(tmp_path / "degraded"),
         **({"tailscale_outbound_wrapper": wrapper} if wrapper else {}),
@@ -55,11 +60,11 @@ def stubs(tmp_path: Path, state: str, reason: str, munge_ok: bool = True) -> Pat
     return folder
 
 
-def run(tmp_path, gpus, state="idle", reason="none", munge_ok=True, min_free_mb=1, wrapper=None):
+def run(tmp_path, gpus, state="idle", reason="none", munge_ok=True, min_free_mb=1, wrapper=None, share="/mnt/x"):
     if any(Path("/dev").glob("nvidia[0-9]*")):
         pytest.skip("this machine has NVIDIA devices: the GPU count would not be the test's")
     path = f"{stubs(tmp_path, state, reason, munge_ok)}:{os.environ['PATH']}"
-    done = subprocess.run([str(program(tmp_path, gpus, min_free_mb, wrapper))], capture_output=True, text=True,
+    done = subprocess.run([str(program(tmp_path, gpus, min_free_mb, wrapper, share))], capture_output=True, text=True,
                           check=False,
                           env={**os.environ, "PATH": path})  # fmt: skip
     log = tmp_path / "scontrol.log"
@@ -149,3 +154,33 @@ def test_on_a_node_without_tun_slurm_is_asked_through_tailscaleds_proxy(tmp_path
     _done, told = run(tmp_path, gpus=2, wrapper=[str(wrap), "-q", "-f", "/etc/proxychains4.conf"])
     assert told == [LOST]
     assert (tmp_path / "through-proxy.log").read_text().split() == ["sinfo", "sinfo", "scontrol"]
+
+
+def test_a_share_that_was_the_heads_and_is_a_local_folder_now_drains_the_node(tmp_path):
+    """The classic silent failure: the mount went and left the local folder. Once a node has seen
+    the head's marker, a folder without it drains the node with the fix; the marker back resumes it."""
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / ".meshctl-share").write_text(SHARE_ID + "\n")
+    assert run(tmp_path, gpus=0, share=str(share))[1] == []
+    assert (tmp_path / "seen" / "share-seen").exists()
+    (share / ".meshctl-share").unlink()  # the local folder under a mount that failed: no marker
+    (tmp_path / "scontrol.log").unlink(missing_ok=True)
+    import shutil
+
+    shutil.rmtree(tmp_path / "bin")
+    done, told = run(tmp_path, gpus=0, share=str(share))
+    wanted = f"meshctl health: share {share} is not the head's (mount it: mount {share})"
+    assert told == [f"update nodename=gpu1 state=drain reason={wanted}"] and "not the head's" in done.stderr
+    (share / ".meshctl-share").symlink_to(tmp_path / "elsewhere")  # a link is never read through
+    (tmp_path / "elsewhere").write_text(SHARE_ID + "\n")
+    shutil.rmtree(tmp_path / "bin")
+    (tmp_path / "scontrol.log").unlink()
+    assert run(tmp_path, gpus=0, share=str(share))[1][0].startswith("update nodename=gpu1 state=drain")
+
+
+def test_a_node_that_never_saw_the_share_and_cannot_mount_nfs_is_not_drained_for_it(tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    done, told = run(tmp_path, gpus=0, share=str(share))
+    assert told == [] and not (tmp_path / "seen").exists()

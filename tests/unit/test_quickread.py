@@ -21,6 +21,8 @@ REQUEST = {
     "tailscale": False,
     "mount_path": "/mnt/shared-slurm",
     "mount_possible": True,
+    "share_id": "ab" * 32,
+    "share_marker": ".meshctl-share",
     "url": None,
     "supervisor": False,
     "expect": {"compute": True, "controller": "head"},
