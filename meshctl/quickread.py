@@ -70,7 +70,8 @@ def request_problem(request: object) -> str | None:
         isinstance(request["mount_path"], str) and PATH.fullmatch(request["mount_path"])
     ):
         return "mount_path is not an absolute path"
-    if request["share_id"] is not None and not (isinstance(request["share_id"], str) and SHARE_ID.fullmatch(request["share_id"])):
+    share_id = request["share_id"]
+    if share_id is not None and not (isinstance(share_id, str) and SHARE_ID.fullmatch(share_id)):
         return "share_id is not a share identity"
     if not (isinstance(request["share_marker"], str) and MARKER.fullmatch(request["share_marker"])):
         return "share_marker is not a file name"

@@ -115,16 +115,21 @@ PY
 say "The NFS export on the head"
 "${SSH[@]}" "root@$HEAD" "grep -E 'Clients|Path' /etc/ganesha/ganesha.conf /etc/exports.d/meshctl.exports 2>/dev/null || true"
 
-# Training across the mesh: examples/ddp on head, gpu1 and cpu1. On a real mesh the examples sit
-# on the share; these containers cannot mount NFS, so every node gets its own copy at that path.
-say "A 3-node PyTorch DDP job (examples/ddp), tracked in MLflow"
+# Training across the mesh from the share, as a user runs it: examples/ddp in alice's folder on
+# the share (the head's export; every demo node sees it: docs/testing.md, "A bed like real VMs"),
+# submitted from there with --nodes=3, its output written there by its batch host.
+SHARED=/mnt/shared-slurm/users/alice/ddp
+say "examples/ddp into alice's folder on the share ($SHARED); every node reads what the head wrote"
+tar -C examples -c ddp | "${SSH[@]}" "root@$HEAD" "rm -rf $SHARED && mkdir -p $SHARED && tar -C $SHARED --strip-components=1 -x && chown -R alice $SHARED"
+wanted=$("${SSH[@]}" "root@$HEAD" "sha256sum $SHARED/train.py" | cut -d' ' -f1)
 for node in head:$HEAD gpu1:$GPU1 cpu1:$CPU1; do
-  tar -C examples -c ddp | "${SSH[@]}" "root@${node#*:}" "mkdir -p /mnt/shared-slurm/examples && tar -C /mnt/shared-slurm/examples -x"
+  seen=$("${SSH[@]}" "root@${node#*:}" "sha256sum $SHARED/train.py 2>/dev/null" | cut -d' ' -f1)
+  echo "${node%%:*}: $SHARED/train.py ${seen:-MISSING}"
+  [ "$seen" = "$wanted" ] || { echo "demo: FAILED: ${node%%:*} does not see the head's share" >&2; exit 1; }
 done
-job=$("${SSH[@]}" "root@$HEAD" "cd /mnt/shared-slurm/examples/ddp && runuser -u alice -- sbatch --parsable --wait --nodes=3 --output=/var/tmp/ddp-%j.out ddp.sbatch --steps 60")
-batch=$("${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -o 'BatchHost=[^ ]*' | cut -d= -f2)
-batch_addr=$(case $batch in head) echo $HEAD ;; gpu1) echo $GPU1 ;; *) echo $CPU1 ;; esac)
-"${SSH[@]}" "root@$batch_addr" "cat /var/tmp/ddp-$job.out" | tee "$DEMO/ddp.out"
+say "A 3-node PyTorch DDP job (examples/ddp) submitted by alice from the share, tracked in MLflow"
+job=$("${SSH[@]}" "root@$HEAD" "cd $SHARED && runuser -u alice -- sbatch --parsable --wait --nodes=3 ddp.sbatch --steps 60")
+"${SSH[@]}" "root@$HEAD" "cat $SHARED/ddp-$job.out" | tee "$DEMO/ddp.out"
 "${SSH[@]}" "root@$HEAD" "scontrol show job $job" | grep -q 'JobState=COMPLETED' \
   || { echo "demo: FAILED: the DDP job $job did not complete" >&2; exit 1; }
 run_id=$(python3 -c 'import json,sys; print(next(json.loads(l)["run_id"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["rank"] == 0))' "$DEMO/ddp.out")

@@ -104,6 +104,21 @@ def authorize_cmd(key: str, user: str, names: tuple[str, ...]) -> None:
         click.echo(f"node {name}: key authorized for {user}")
 
 
+@main.command("vm-files")
+@click.argument("name")
+@click.option("--forget", is_flag=True, help="Remove the node's files instead.")
+def vm_files_cmd(name: str, forget: bool) -> None:
+    """Write NAME's /etc/hosts and resolv.conf as a fresh cloud VM's; print their `docker run`
+    mounts as JSON (Molecule's create.yml)."""
+    import json
+
+    if forget:
+        nodes.forget_vm_files(name)
+        return
+    args = nodes.vm_file_args(name)
+    click.echo(json.dumps([args[i + 1] for i in range(0, len(args), 2)]))
+
+
 @main.command("down")
 def down_cmd() -> None:
     """Remove the local mesh containers and network."""

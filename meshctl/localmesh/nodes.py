@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import netaddr
 
@@ -43,12 +46,74 @@ def plan_nodes(names=NODE_NAMES, subnet: str = SUBNET) -> list[Node]:
     return [Node(name, str(net[10 + i])) for i, name in enumerate(names)]
 
 
+# Each node's /etc/hosts and /etc/resolv.conf, kept on this machine as a VM keeps them on its disk
+# (Docker would write its own at every start): docs/testing.md, "A bed like real VMs".
+VM_FILES = Path(os.environ.get("MESHCTL_BED_FILES", "/var/lib/meshctl-testbed/nodes"))
+
+
+def cloud_hosts(name: str) -> str:
+    """/etc/hosts as a fresh Debian or Ubuntu cloud VM has it: its own name on 127.0.1.1, no other node."""
+    return (f"127.0.0.1\tlocalhost\n127.0.1.1\t{name}\n\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+            "ff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n")  # fmt: skip
+
+
+def cloud_resolv(host_resolv: str) -> str | None:
+    """A node's resolv.conf: this machine's name servers, not Docker's (which answers every
+    container's name, as no cloud resolver answers a VM's neighbours). None when this machine has
+    none a container can reach (a loopback one): the node keeps Docker's then."""
+    servers = []
+    for line in host_resolv.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "nameserver":
+            try:
+                address = ipaddress.ip_address(fields[1])
+            except ValueError:
+                continue
+            if not address.is_loopback:
+                servers.append(str(address))
+    return "".join(f"nameserver {server}\n" for server in servers) if servers else None
+
+
+def share_volume(network: str) -> str:
+    """The bed's share: one Docker volume per network, mounted on every node at the share's path."""
+    return f"{network}-share"
+
+
+def vm_file_args(name: str) -> list[str]:
+    """Mounts of a new node NAME's own /etc/hosts and /etc/resolv.conf, written here first as a
+    fresh VM has them; a restart (`docker start`) keeps what the node made of them, as a VM's disk."""
+    folder = VM_FILES / name
+    folder.mkdir(parents=True, exist_ok=True)
+    args = []
+    hosts = folder / "hosts"
+    hosts.write_text(cloud_hosts(name))
+    args += ["-v", f"{hosts}:/etc/hosts"]
+    try:
+        resolv_text = cloud_resolv(Path("/etc/resolv.conf").read_text())
+    except OSError:
+        resolv_text = None
+    if resolv_text:
+        resolv = folder / "resolv.conf"
+        resolv.write_text(resolv_text)
+        args += ["-v", f"{resolv}:/etc/resolv.conf:ro"]
+    return args
+
+
+def forget_vm_files(name: str) -> None:
+    shutil.rmtree(VM_FILES / name, ignore_errors=True)
+
+
 def run_args(node: Node, image: str, network: str = NETWORK) -> list[str]:
+    """`docker run` of NODE as a bed node: systemd, its address, names as a fresh cloud VM resolves
+    them (vm_file_args; it writes their files), and the bed's share at the share's path: the
+    honest stand-in for the kernel's NFS mount, which this kernel cannot make (docs/testing.md)."""
     args = ["docker", "run", "-d", "--name", node.name, "--hostname", node.name]
     args += ["--network", network, "--ip", node.address, "--cgroupns=host"]
     args += ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock"]
-    # The shared folder is a volume: NFS-Ganesha's VFS export needs a filesystem with file handles.
-    args += ["-v", str(resources.role_defaults("mesh")["mesh_share_path"])]
+    # The shared folder is a named volume (NFS-Ganesha's VFS export needs a filesystem with file
+    # handles), the same one on every node of the network.
+    args += ["-v", f"{share_volume(network)}:{resources.role_defaults('mesh')['mesh_share_path']}"]
+    args += vm_file_args(node.name)
     args += ["--label", "org.meshctl.localmesh=1"]
     for cap in CAPABILITIES:
         args += ["--cap-add", cap]
@@ -115,7 +180,10 @@ def down(say=print, spec: LocalMesh = DEMO) -> None:
     for name in spec.names:
         if _docker("rm", "-f", "-v", name, check=False).returncode == 0:
             say(f"node {name}: removed")
+        forget_vm_files(name)
     _docker("network", "rm", spec.network, check=False)
+    # Left while another container of the network still uses it (a test's own node): kept then.
+    _docker("volume", "rm", share_volume(spec.network), check=False)
 
 
 def authorize(name: str, public_key: str, user: str = "root") -> None:

@@ -137,7 +137,14 @@ def read(params):
         "services": service_states(list(params.get("services") or []), bool(params.get("supervisor")), timeout),
         "sinfo": run(SINFO, timeout) if params.get("sinfo") else None,
         "tailscale": run(["tailscale", "status", "--json"], timeout) if params.get("tailscale") else None,
-        "mount": mount_state(mount_path, params.get("mount_possible", True) is not False, params.get("share_id"),
-                             params.get("share_marker") or ".meshctl-share", timeout) if mount_path else None,
+        "mount": mount_state(
+            mount_path,
+            params.get("mount_possible", True) is not False,
+            params.get("share_id"),
+            params.get("share_marker") or ".meshctl-share",
+            timeout,
+        )
+        if mount_path
+        else None,
         "http": http_get(url, timeout) if url else None,
     }

@@ -216,6 +216,8 @@ def test_status_is_healthy(bed):
     assert result.returncode == 0, result.stdout + result.stderr
     assert '"healthy": true' in result.stdout
     assert f'"tailnet": "Running {N1}' in result.stdout
+    # The bed's share is the head's on every node (its marker there): `shared`, not `fstab-only`.
+    assert '"nfs": "shared"' in result.stdout, result.stdout
     # Read with one SSH command per node, from what add-node recorded: no Ansible run (no run log).
     assert sorted((bed.mesh / "logs").glob("*.log")) == runs
     recorded = json.loads((bed.mesh / "facts" / "status" / "n1.json").read_text())

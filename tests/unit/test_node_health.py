@@ -182,5 +182,5 @@ def test_a_share_that_was_the_heads_and_is_a_local_folder_now_drains_the_node(tm
 def test_a_node_that_never_saw_the_share_and_cannot_mount_nfs_is_not_drained_for_it(tmp_path):
     share = tmp_path / "share"
     share.mkdir()
-    done, told = run(tmp_path, gpus=0, share=str(share))
+    _done, told = run(tmp_path, gpus=0, share=str(share))
     assert told == [] and not (tmp_path / "seen").exists()
