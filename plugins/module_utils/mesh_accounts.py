@@ -12,12 +12,13 @@ link to another file)."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
 import pwd
 import stat
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_safe_write import SafeWriteError, replace
 
 FOLDER_MODE = 0o700  # each account holder's folder: theirs, nobody else's
 FILE_MODE = 0o400  # their account file: read-only, theirs
@@ -56,21 +57,10 @@ def same_file(fd_dir: int, filename: str, content: bytes, uid: int) -> bool:
 
 def write_file(fd_dir: int, filename: str, content: bytes, uid: int) -> None:
     """A new file beside FILENAME, the holder's (group root, 0400), renamed over FILENAME."""
-    temp = f".{filename}.{os.getpid()}.{os.urandom(4).hex()}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd_dir)
     try:
-        try:
-            os.write(fd, content)
-            os.fsync(fd)
-            os.fchown(fd, uid, 0)
-            os.fchmod(fd, FILE_MODE)
-        finally:
-            os.close(fd)
-        os.rename(temp, filename, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=fd_dir)
-        raise AccountsError(f"could not write {filename} ({err.strerror})") from None
+        replace(fd_dir, filename, content, uid, 0, FILE_MODE)
+    except SafeWriteError as err:
+        raise AccountsError(str(err)) from None
 
 
 def ensure_top(path: str, check: bool) -> bool:
