@@ -35,6 +35,7 @@ def render():
             "nfs_server_export_options": ["rw", "sync", "no_subtree_check"],
             "nfs_server_root_squash": True,
             "nfs_server_ganesha_allow_io_flusher_fail": False,
+            "nfs_server_idmap_domain": "meshctl.mesh",
         }
         text = env.get_template(name).render(**{**base, **variables})
         return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
@@ -69,3 +70,13 @@ def test_ganesha_in_a_container_starts_without_cap_sys_resource(render):
     assert "allow_set_io_flusher_fail = true;" in render(
         "ganesha.conf.j2", nfs_server_ganesha_allow_io_flusher_fail=True
     )
+
+
+def test_ganesha_and_every_client_share_one_id_mapping_domain(render):
+    """NFSv4 names owners user@domain: the server's domain is the clients' /etc/idmapd.conf one
+    (roles/nfs_client/templates/idmapd.conf.j2), or files show as nobody:nogroup."""
+    assert "DomainName = meshctl.mesh;" in render("ganesha.conf.j2")
+    client = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES.parents[1] / "nfs_client" / "templates")))
+    client.filters["comment"] = comment
+    text = client.get_template("idmapd.conf.j2").render(ansible_managed="x", nfs_client_idmap_domain="meshctl.mesh")
+    assert "[General]" in text and "Domain = meshctl.mesh" in text.splitlines()
