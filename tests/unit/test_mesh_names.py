@@ -40,16 +40,21 @@ def test_nodes_and_the_controller_are_read_and_what_is_no_name_or_address_is_lef
     assert names.parse_controllers("SlurmctldHost[0] = ctl(1.2.3.4\n") == {}
 
 
-@pytest.mark.parametrize("address", ["127.0.1.1", "0.0.0.0", "224.0.0.1", "fe80::1", "gpu2", "1.2.3.4;", ""])
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "scontrol" / "slurm-22.05"
 
 
 def test_what_slurm_22_05_printed_gives_every_node_and_the_controller(names):
     nodes = names.parse_nodes((RECORDED / "show-nodes-oneliner.txt").read_text())
-    assert nodes == {"head": "100.100.10.10", "gpu1": "100.100.10.11", "cpu1": "100.100.10.12", "cpu13": "100.100.10.13"}
+    assert nodes == {
+        "head": "100.100.10.10",
+        "gpu1": "100.100.10.11",
+        "cpu1": "100.100.10.12",
+        "cpu13": "100.100.10.13",
+    }
     assert names.parse_controllers((RECORDED / "show-config.txt").read_text()) == {"head": "100.100.10.10"}
 
 
+@pytest.mark.parametrize("address", ["127.0.1.1", "0.0.0.0", "224.0.0.1", "fe80::1", "gpu2", "1.2.3.4;", ""])
 def test_no_address_another_node_cannot_reach(names, address):
     assert names.valid_address(address) is None
 
