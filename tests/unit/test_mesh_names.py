@@ -1,8 +1,7 @@
 """meshctl-names (roles/slurm/files/meshctl-names): Slurm's node list into /etc/hosts."""
 
-import importlib.machinery
-import importlib.util
 import socket
+import types
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ PROGRAM = Path(__file__).resolve().parents[2] / "roles" / "slurm" / "files" / "m
 
 @pytest.fixture(scope="module")
 def names():
-    loader = importlib.machinery.SourceFileLoader("meshctl_names", str(PROGRAM))
-    spec = importlib.util.spec_from_loader("meshctl_names", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    # Compiled here, not imported: an import would write roles/slurm/files/__pycache__/ into the
+    # collection's files.
+    module = types.ModuleType("meshctl_names")
+    module.__file__ = str(PROGRAM)
+    exec(compile(PROGRAM.read_text(), str(PROGRAM), "exec"), module.__dict__)
     return module
 
 
