@@ -39,6 +39,13 @@ PROTOCOL = ("list", "get", "launch", "stop", "start", "terminate", "offers", "re
 RELAUNCH_PROTOCOL = ("spec",)
 VOLUME_PROTOCOL = ("prepare_stop",)
 MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
+# An answer is read by one bounded reader (``read_json``): no deeper than MAX_DEPTH arrays and
+# objects (json.loads recurses: a deeper one raised RecursionError, which nobody caught), no number
+# longer than MAX_NUMBER characters (a 5000-digit one raised ValueError deep in a client), no NaN or
+# Infinity. Every call has one DEADLINE (seconds) for all its tries, waits and reads together.
+MAX_DEPTH = 32
+MAX_NUMBER = 24
+DEADLINE = 120.0
 STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "unhealthy", "unknown")
 INSTANCE_KEYS = ("provider", "id", "name", "status", "provider_status", "ssh_host", "ssh_port", "ssh_user", "gpus",
                  "gpu_type", "price_per_hour", "cloud")  # fmt: skip
@@ -155,7 +162,7 @@ def number(value, minimum=0.0, maximum=1e9):
     """A number (int, float or its text) inside the range, else None."""
     try:
         result = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return result if minimum <= result <= maximum and result == result else None
 
@@ -199,6 +206,8 @@ def offer(provider, type, gpu, gpus, price_per_hour, regions=(), available=True,
     price = number(price_per_hour, 0, 10000)
     most = number(max_gpus, 0, 1024) if max_gpus is not None else count
     if not isinstance(type, str) or not TEXT_RE.fullmatch(type) or not type or count is None or price is None:
+        return None
+    if price <= 0:  # nothing rents for free: a 0 is a missing price, never the cheapest offer
         return None
     return {
         "provider": provider,
@@ -270,15 +279,18 @@ class Http:
     ``min_interval``: seconds between two requests (a provider's rate limit); a ``RateLimit``
     header whose window has no request left holds the next one until it resets. A 429 waits
     Retry-After (or 1, 2, 4, 8 s) and tries again, as does a 5xx or a connection error of a GET,
-    up to ``retries`` times; then the call fails with a CloudError. A change (POST, PATCH,
+    up to ``retries`` times; then the call fails with a CloudError. All of one call (its tries, its
+    waits, its reads) ends within ``deadline`` seconds: a wait that would pass it is not made, and an
+    answer drip-fed past it is dropped (a CloudError of kind ``unreachable``). A change (POST, PATCH,
     DELETE) is never sent twice after an answer that may mean it was done. A redirect is refused
     (never followed with the key). ``describe(status, body)`` turns a provider's error answer into
     (message, kind).
     """
 
     def __init__(self, provider, base_url, key, describe, min_interval=0.0, retries=4, timeout=30,
-                 clock=time.monotonic, sleep=time.sleep, opener=None):  # fmt: skip
+                 clock=time.monotonic, sleep=time.sleep, opener=None, deadline=DEADLINE):  # fmt: skip
         self.provider = provider
+        self.deadline = deadline
         self.base_url = base_url
         self._key = key
         self.describe = describe
@@ -292,17 +304,40 @@ class Http:
         self._hold_until = None  # a RateLimit window with nothing left: no request before then
         self.calls = 0  # requests sent, for tests and benchmarks
 
-    def _pace(self):
+    def _pace(self, ends, what):
         if self._hold_until is not None:
             wait = self._hold_until - self.clock()
             self._hold_until = None
             if wait > 0:
-                self.sleep(wait)
+                self._wait(wait, ends, what)
         if self._last is not None and self.min_interval:
             wait = self._last + self.min_interval - self.clock()
             if wait > 0:
-                self.sleep(wait)
+                self._wait(wait, ends, what)
         self._last = self.clock()
+
+    def _wait(self, seconds, ends, what, why="a wait"):
+        """Sleep SECONDS unless that passes ENDS (the call's deadline): then the call fails now."""
+        if self.clock() + seconds > ends:
+            raise CloudError(f"{self.provider}: {what} got no answer within {self.deadline:g} s ({why} of "
+                             f"{seconds:g} s would pass it)", hint="try again later: the provider is slow or "
+                             "limiting requests", kind="unreachable")  # fmt: skip
+        self.sleep(seconds)
+
+    def _read(self, answer, ends, what):
+        """The answer's body, at most MAX_ANSWER + 1 bytes, read in pieces until ENDS."""
+        read = getattr(answer, "read1", None) or answer.read
+        parts, size = [], 0
+        while size <= MAX_ANSWER:
+            if self.clock() > ends:
+                raise CloudError(f"{self.provider}: {what} was still answering after {self.deadline:g} s",
+                                 hint="try again later: the provider is slow", kind="unreachable")  # fmt: skip
+            part = read(min(65536, MAX_ANSWER + 1 - size))
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+        return b"".join(parts)
 
     def request(self, method, path, body=None, query=None):
         url = self.base_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -310,14 +345,17 @@ class Http:
         headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json", "User-Agent": "meshctl"}
         if data is not None:
             headers["Content-Type"] = "application/json"
+        what = f"{method} {path.split('?')[0]}"
+        ends = self.clock() + self.deadline
         for attempt in range(self.retries + 1):
-            self._pace()
+            self._pace(ends, what)
             self.calls += 1
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with self.opener(request, timeout=self.timeout) as answer:
+                left = max(1.0, min(self.timeout, ends - self.clock()))
+                with self.opener(request, timeout=left) as answer:
                     self._note_limits(answer.headers)
-                    return _json(answer.read(MAX_ANSWER + 1), self.provider)
+                    return read_json(self._read(answer, ends, what), self.provider)
             except urllib.error.HTTPError as exc:
                 status = exc.code
                 if 300 <= status < 400:
@@ -327,17 +365,20 @@ class Http:
                                      "redirects (the API key would go with them)",
                                      hint=f"check the API's address (MESHCTL_{self.provider.upper()}_API_URL, or a "
                                      "proxy in between)", kind="error", status=status) from None  # fmt: skip
-                payload = _json_or_none(exc.read(MAX_ANSWER + 1))
+                try:
+                    payload = _json_or_none(exc.read(MAX_ANSWER + 1))
+                except OSError:
+                    payload = None
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 # 429: nothing was done, ask again. A 5xx or a lost connection may have done it: only a
                 # read is asked again (a launch sent twice could rent two machines).
                 if (status == 429 or (status >= 500 and method == "GET")) and attempt < self.retries:
-                    self.sleep(_delay(retry_after, attempt))
+                    self._wait(_delay(retry_after, attempt), ends, what, f"its Retry-After ({status})")
                     continue
                 raise self._error(method, path, status, payload) from None
             except (urllib.error.URLError, OSError) as exc:
                 if method == "GET" and attempt < self.retries:
-                    self.sleep(_delay(None, attempt))
+                    self._wait(_delay(None, attempt), ends, what)
                     continue
                 reason = getattr(exc, "reason", exc)
                 raise CloudError(f"{self.provider}'s API at {self.base_url} cannot be reached ({reason})",
@@ -376,21 +417,53 @@ def _delay(retry_after, attempt):
     return seconds if seconds is not None else min(2**attempt, 30)
 
 
-def _json(raw, provider):
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(rb"[][{}]")
+
+
+def _depth(raw):
+    """How deep RAW's arrays and objects nest (its strings left out)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub(b'""', raw)):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _number(kind):
+    def parse(token):
+        if len(token) > MAX_NUMBER:
+            raise ValueError(f"a number of {len(token)} characters")
+        return kind(token)
+
+    return parse
+
+
+def _no_constant(token):
+    raise ValueError(f"{token} is not a number meshctl reads")
+
+
+def read_json(raw, provider):
+    """A provider's answer (bytes) as data, or a CloudError of kind ``bad-answer``: at most MAX_ANSWER
+    bytes, MAX_DEPTH levels deep, numbers of at most MAX_NUMBER characters, no NaN or Infinity. None
+    for an empty answer."""
     if len(raw) > MAX_ANSWER:
         raise CloudError(f"{provider} answered more than {MAX_ANSWER // 1024 // 1024} MiB", kind="bad-answer")
     if not raw.strip():
         return None
+    if _depth(raw) > MAX_DEPTH:
+        raise CloudError(f"{provider} answered JSON nested deeper than {MAX_DEPTH} levels", kind="bad-answer")
     try:
-        return json.loads(raw)
-    except ValueError:
-        raise CloudError(f"{provider} answered something that is not JSON", kind="bad-answer") from None
+        return json.loads(raw, parse_int=_number(int), parse_float=_number(float), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        why = str(exc) if str(exc).startswith(("a number", "NaN", "Infinity", "-Infinity")) else "not JSON"
+        raise CloudError(f"{provider} answered something meshctl does not read ({why})", kind="bad-answer") from None
 
 
 def _json_or_none(raw):
     try:
-        return json.loads(raw) if raw and len(raw) <= MAX_ANSWER else None
-    except ValueError:
+        return read_json(raw, "") if raw else None
+    except CloudError:
         return None
 
 

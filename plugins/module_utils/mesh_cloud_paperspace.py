@@ -71,7 +71,7 @@ def gpu_count(machine_type):
     has 8, ``A6000`` 1, a CPU type (``C5``) none."""
     if not machine_type or CPU_TYPES.match(machine_type):
         return 0
-    match = re.search(r"x(\d+)$", machine_type)
+    match = re.search(r"x(\d{1,4})$", machine_type)
     return int(match.group(1)) if match else 1
 
 
