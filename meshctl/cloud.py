@@ -36,8 +36,8 @@ CLOUDS = tuple(sorted({c for p in PROVIDERS for c in getattr(common().client_mod
 KEY_FOLDER = "providers"  # under the mesh's secrets/
 MAX_KEY_BYTES = 4096
 KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")
-TARGET_RE = re.compile(rf"^({'|'.join(PROVIDERS)}):(.+)$")
-GPU_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9 _.-]{0,40}?)(?::(\d{1,2}))?$")
+TARGET_RE = re.compile(rf"^({'|'.join(PROVIDERS)}):(.+)\Z")
+GPU_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9 _.-]{0,40}?)(?::(\d{1,2}))?\Z")
 
 
 def module(provider: str):

@@ -22,8 +22,8 @@ CHANGED_MARKERS = (
 )
 # `ssh-keygen -l -f FILE` lines: "256 SHA256:abc... comment (ED25519)"; `ssh-keygen -l -F HOST`
 # lines: "HOST ED25519 SHA256:abc...".
-_FINGERPRINT = re.compile(r"^\d+\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)\s+.*\((?P<kind>[A-Za-z0-9-]+)\)$")
-_RECORDED = re.compile(r"^\S+\s+(?P<kind>[A-Za-z0-9-]+)\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)$")
+_FINGERPRINT = re.compile(r"^\d+\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)\s+.*\((?P<kind>[A-Za-z0-9-]+)\)\Z")
+_RECORDED = re.compile(r"^\S+\s+(?P<kind>[A-Za-z0-9-]+)\s+(?P<sha>SHA256:[A-Za-z0-9+/=]+)\Z")
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def forget(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
 
 # A public host key as known_hosts holds it after the name: its type and its base64, nothing else.
 _PUBLIC_KEY = re.compile(
-    r"^(?:ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(?:256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,2}$"
+    r"^(?:ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(?:256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,2}\Z"
 )
 
 

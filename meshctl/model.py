@@ -28,17 +28,17 @@ ROLES = ("head", "compute")
 STATES = ("pending", "active")
 
 # Host variables meshctl writes from a node's record; any other a user adds is kept as written.
-VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machine meshctl runs on
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 # A node's instance, "<provider>:<id>", the id as the provider clients accept one (module_utils/mesh_cloud.py).
 INSTANCE_RE = re.compile(f"({'|'.join(RENTED)}):" + resources.plugin("module_utils.mesh_cloud").ID_RE.pattern)
 
 HOSTNAME_RE = re.compile(
-    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+    r"^(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z"
 )
 
 # An SSH login name; never an option (`-oProxyCommand=...`).

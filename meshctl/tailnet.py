@@ -153,7 +153,7 @@ def require_tailscale(mesh_vars: dict) -> None:
         )
 
 
-TAG_RE = re.compile(r"^tag:[a-zA-Z][a-zA-Z0-9-]{0,79}$")
+TAG_RE = re.compile(r"^tag:[a-zA-Z][a-zA-Z0-9-]{0,79}\Z")
 
 
 def check_tailnet_options(tags, login_server) -> None:

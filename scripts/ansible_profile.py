@@ -23,8 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) p=(\d+) .*?\| (.*)$")
-ENTRY = re.compile(r"^(PLAY|TASK|RUNNING HANDLER) \[(.*)\] \**\s*$")
+LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) p=(\d+) .*?\| (.*)\Z")
+ENTRY = re.compile(r"^(PLAY|TASK|RUNNING HANDLER) \[(.*)\] \**\s*\Z")
 RECAP = re.compile(r"^PLAY RECAP ")
 INSTALL = re.compile(r"\b(install|download|fetch|pip|apt|build)", re.I)
 WAIT = re.compile(r"\b(wait|until|poll|sleep|settle|answer|come back|idle)", re.I)

@@ -19,9 +19,9 @@ from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
 
-USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|$)")
-DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$|^now$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
+HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|\Z)")
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?\Z|^now\Z")
 
 
 def hostnames(hostlist: str) -> list[str]:

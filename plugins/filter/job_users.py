@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # What useradd accepts without --badname, kept short (Slurm prints names in 8-column tables).
-NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 # Ordinary accounts: above the system range, below nobody (65534) and the subordinate-ID ranges.
 ID_LOW, ID_HIGH = 1000, 59999
 # Accounts that are the system's or its daemons': never a job user (the role would change them).

@@ -136,8 +136,8 @@ def slurm_effective_versions(versions, mesh_major, build=True):
 
 # A folder name part and a file name a build may use on the control machine: what the building node
 # reports (its release, its architecture, the files it built) is data, never a path of its own.
-BUILD_PART_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-BUILD_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.+~_-]{0,200}\.deb|Packages|VERSION|BUILD-INFO)$")
+BUILD_PART_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
+BUILD_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.+~_-]{0,200}\.deb|Packages|VERSION|BUILD-INFO)\Z")
 
 
 class BuildPathError(ValueError):

@@ -13,9 +13,9 @@ import ipaddress
 import json
 import re
 
-AUTH_KEY = re.compile(r"^tskey-auth-[A-Za-z0-9]+-[A-Za-z0-9]+$")
-CLIENT_SECRET = re.compile(r"^tskey-client-[A-Za-z0-9]+-[A-Za-z0-9]+$")
-HEADSCALE_KEY = re.compile(r"^[0-9a-f]{48}$|^[0-9a-f]{64}$")  # pre-auth keys without a prefix
+AUTH_KEY = re.compile(r"^tskey-auth-[A-Za-z0-9]+-[A-Za-z0-9]+\Z")
+CLIENT_SECRET = re.compile(r"^tskey-client-[A-Za-z0-9]+-[A-Za-z0-9]+\Z")
+HEADSCALE_KEY = re.compile(r"^[0-9a-f]{48}\Z|^[0-9a-f]{64}\Z")  # pre-auth keys without a prefix
 
 
 class TailscaleOutputError(ValueError):

@@ -53,7 +53,7 @@ ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 PLAIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # an instance type, region or instance name
 TEXT_RE = re.compile(r"[A-Za-z0-9 _.,:/()+*=@#-]{0,128}")
 LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
-HOST_RE = re.compile(rf"(?=.{{1,253}}$){LABEL}(?:\.{LABEL})*")
+HOST_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(?:\.{LABEL})*")
 USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 KINDS = ("auth", "capacity", "quota", "not-found", "rate-limit", "unsupported", "unreachable", "bad-answer",
          "conflict", "invalid", "created", "error")  # fmt: skip

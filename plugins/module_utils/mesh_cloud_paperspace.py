@@ -52,7 +52,7 @@ PAGE = 120  # the most machines one page holds
 STATUS = {"ready": "running", "serviceready": "starting", "starting": "starting", "provisioning": "starting",
           "restarting": "starting", "upgrading": "starting", "stopping": "stopping", "off": "stopped",
           "failed": "unhealthy"}  # fmt: skip
-CPU_TYPES = re.compile(r"^(C\d+|Air|Standard|Pro|Advanced)$", re.IGNORECASE)
+CPU_TYPES = re.compile(r"^(C\d+|Air|Standard|Pro|Advanced)\Z", re.IGNORECASE)
 
 
 def describe(status, payload):
@@ -71,7 +71,7 @@ def gpu_count(machine_type):
     has 8, ``A6000`` 1, a CPU type (``C5``) none."""
     if not machine_type or CPU_TYPES.match(machine_type):
         return 0
-    match = re.search(r"x(\d{1,4})$", machine_type)
+    match = re.search(r"x(\d{1,4})\Z", machine_type)
     return int(match.group(1)) if match else 1
 
 

@@ -23,8 +23,8 @@ class HwParseError(ValueError):
 # reaches slurm.conf (Slurm itself caps CPUs per node far below 65536).
 LIMITS = {"cpus": 65536, "sockets": 1024, "cores_per_socket": 4096, "threads_per_core": 16, "boards": 64,
           "memory_mb": 64 * 1024 * 1024, "gpu_index": 1023}  # fmt: skip
-GRES_TYPE_RE = re.compile(r"^[a-z0-9_]+$")
-DEVICE_FILE_RE = re.compile(r"^/dev/nvidia[0-9]+$")
+GRES_TYPE_RE = re.compile(r"^[a-z0-9_]+\Z")
+DEVICE_FILE_RE = re.compile(r"^/dev/nvidia[0-9]+\Z")
 
 
 def _int(value, what, low=0, high=None):
@@ -41,10 +41,10 @@ def _int(value, what, low=0, high=None):
 
 # Free text a node reports (a GPU model, nvidia-smi's first line): printable ASCII without the
 # characters of a Jinja or shell construct, and short. A model outside it is not a GPU's name.
-FREE_TEXT_RE = re.compile(r"^[A-Za-z0-9 _.,:;()/+=@'?!-]*$")
-UUID_RE = re.compile(r"^[A-Za-z0-9-]{1,80}$")
-SLURM_VERSION_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}$")
-SLURM_MAJOR_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{2}$")
+FREE_TEXT_RE = re.compile(r"^[A-Za-z0-9 _.,:;()/+=@'?!-]*\Z")
+UUID_RE = re.compile(r"^[A-Za-z0-9-]{1,80}\Z")
+SLURM_VERSION_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{1,2}\.[0-9]{1,4}\Z")
+SLURM_MAJOR_RE = re.compile(r"^[0-9]{1,4}\.[0-9]{2}\Z")
 MAX_GPUS = 1024
 # The exact fact set ``node_facts`` plus the module returns: key -> what it may be.
 FACT_KEYS = {
@@ -266,7 +266,7 @@ def parse_slurm_version(text):
     return {"version": match.group(0), "major": f"{match.group(1)}.{match.group(2).zfill(2)}"}
 
 
-_GPU_L_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
+_GPU_L_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*\Z")
 _MIG_L_LINE = re.compile(r"^\s+MIG ")
 
 
@@ -363,7 +363,7 @@ def parse_nvidia_smi(text):
     return {"status": "ok" if gpus else "none", "gpus": gpus, "error": None}
 
 
-_LS_DEV = re.compile(r"^c\S*\s+\d+\s+\S+\s+\S+\s+(\d+),\s*(\d+)\s.*?(/dev/nvidia\S*)\s*$")
+_LS_DEV = re.compile(r"^c\S*\s+\d+\s+\S+\s+\S+\s+(\d+),\s*(\d+)\s.*?(/dev/nvidia\S*)\s*\Z")
 
 
 def parse_dev_listing(text):
@@ -375,7 +375,7 @@ def parse_dev_listing(text):
     files = []
     for line in text.splitlines():
         match = _LS_DEV.match(line.strip())
-        if match and match.group(1) == "195" and re.match(r"^/dev/nvidia\d+$", match.group(3)):
+        if match and match.group(1) == "195" and re.fullmatch(r"/dev/nvidia\d+", match.group(3)):
             files.append(match.group(3))
     return sorted(set(files), key=lambda f: int(f[len("/dev/nvidia") :]))
 
@@ -389,7 +389,7 @@ def match_device_files(gpus, device_files):
     when the counts match, else ``None`` (the caller reports it).
     """
     numbered = sorted(
-        (f for f in device_files if re.match(r"^/dev/nvidia\d+$", f)), key=lambda f: int(f[len("/dev/nvidia") :])
+        (f for f in device_files if re.fullmatch(r"/dev/nvidia\d+", f)), key=lambda f: int(f[len("/dev/nvidia") :])
     )
     wanted = [f"/dev/nvidia{g['index']}" for g in gpus]
     if all(w in numbered for w in wanted):

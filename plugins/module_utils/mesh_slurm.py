@@ -73,7 +73,7 @@ POWER_FLAGS = "~%!#"
 # A state word as sinfo prints one (a base state and its flag), or a word meshctl writes itself
 # (absent, unknown): letters, digits, '_' and the flags.
 WORD_RE = re.compile("[A-Za-z0-9][A-Za-z0-9._:" + re.escape(FLAG_CHARS) + "]{0,39}")
-_SPLIT_RE = re.compile("^(.*?)([" + re.escape(FLAG_CHARS) + "]*)$")
+_SPLIT_RE = re.compile("^(.*?)([" + re.escape(FLAG_CHARS) + r"]*)\Z")
 
 
 def parse(word):
