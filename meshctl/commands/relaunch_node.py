@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 import click
@@ -9,7 +11,7 @@ import click
 from meshctl import display
 from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh
-from meshctl.model import check_name
+from meshctl.model import NAME_RE, check_name
 from meshctl.ops import relaunch
 from meshctl.options import mesh_option
 
@@ -32,17 +34,36 @@ def command(spool, state, key_file, authorized, mesh_dir) -> None:
     for request in sorted(spool.iterdir()) if spool.is_dir() else []:
         name = request.name
         try:
+            if request.is_symlink() or not request.is_file():
+                failed.append(name)
+                display.echo(f"{name}: FAILED: not a request (the spool holds plain files only); removed", err=True)
+                continue
             check_name(name)
             relaunch.relaunch_node(mesh, name, state / f"{name}.json", key_file,
                                    authorized / f"{name}.pub" if authorized else None,
                                    say=display.echo)  # fmt: skip
             display.echo(f"{name}: launched again and set up; its slurmd registers by itself")
-        except MeshctlError as exc:
+        except Exception as exc:  # one node's failure is said, and the others go on
             failed.append(name)
-            said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-            display.echo(f"{name}: FAILED: {said}", err=True)
-            relaunch.mark_down(name, f"the head could not launch it again: {exc.message}")
+            message = exc.message if isinstance(exc, MeshctlError) else f"{type(exc).__name__}: {exc}"
+            hint = exc.hint if isinstance(exc, MeshctlError) else ""
+            display.echo(f"{name}: FAILED: {message} ({hint})" if hint else f"{name}: FAILED: {message}", err=True)
+            if NAME_RE.match(name):
+                with contextlib.suppress(OSError):  # no scontrol here: said above all the same
+                    relaunch.mark_down(name, f"the head could not launch it again: {message}")
         finally:
-            request.unlink(missing_ok=True)
+            _remove(request)
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _remove(request: Path) -> None:
+    """The request gone, whatever it is: one left behind would start this service again forever (its
+    path unit starts it while the spool is not empty). A folder goes whole, its links unfollowed."""
+    try:
+        if request.is_dir() and not request.is_symlink():
+            shutil.rmtree(request)
+        else:
+            request.unlink(missing_ok=True)
+    except OSError as exc:
+        display.echo(f"{request.name}: could not be removed from the spool ({exc})", err=True)

@@ -27,6 +27,7 @@ UNITS = {
 }
 SAY = "a duration (30m, 1h30m, 90s, 30 minutes) or false"
 MINIMUM = 60  # seconds: Slurm's power-saving thread looks about once a minute
+MAXIMUM = 365 * 86400  # a year: Slurm keeps SuspendTime in 32 bits (50000d wrapped around)
 
 
 class PowerSaveError(ValueError):
@@ -47,11 +48,14 @@ def duration_seconds(value):
         not parts
         or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s+", "", text)
         or (not bare and any(unit not in UNITS for _n, unit in parts))
+        or any(len(n) > 9 for n, _u in parts)
     ):
         raise PowerSaveError(f"idle_stop {value!r} is not {SAY}")
     seconds = int(parts[0][0]) if bare else sum(int(n) * UNITS[u] for n, u in parts)
     if 0 < seconds < MINIMUM:
         raise PowerSaveError(f"idle_stop {value!r} is under {MINIMUM} s: Slurm cannot stop a node that soon")
+    if seconds > MAXIMUM:
+        raise PowerSaveError(f"idle_stop {value!r} is over a year (365d): use false to never stop it")
     return seconds
 
 

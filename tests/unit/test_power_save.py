@@ -43,7 +43,29 @@ def test_durations(value, seconds):
     assert flt().duration_seconds(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["30 minutess", "-5m", "10s", True, 1.5, "5m; reboot", "30 30m", "m30", "1h 30"])
+def test_a_year_is_the_longest_idle_stop_slurm_can_keep():
+    assert flt().duration_seconds("365d") == 365 * 86400 < 2**31
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "30 minutess",
+        "-5m",
+        "10s",
+        True,
+        1.5,
+        "5m; reboot",
+        "30 30m",
+        "m30",
+        "1h 30",
+        "50000d",
+        "366d",
+        "9" * 5000,
+        "9" * 5000 + "m",
+        10**12,
+    ],
+)
 def test_a_duration_that_is_not_one_is_refused(value):
     with pytest.raises(flt().PowerSaveError):
         flt().duration_seconds(value)

@@ -18,9 +18,10 @@ CALLS = {"compile", "match", "search"}
 
 def _patterns(tree):
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CALLS:
-            if isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args:
-                yield node.lineno, node.args[0]
+        called = getattr(node, "func", None)
+        if (isinstance(node, ast.Call) and isinstance(called, ast.Attribute) and called.attr in CALLS
+                and isinstance(called.value, ast.Name) and called.value.id == "re" and node.args):  # fmt: skip
+            yield node.lineno, node.args[0]
 
 
 def _texts(arg):

@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -299,3 +300,53 @@ def test_the_head_sets_up_a_relaunched_node_with_apply_limited_to_it(monkeypatch
     monkeypatch.setattr(relaunch.apply, "apply", lambda *a, **kw: calls.append((a[:3], kw["limit"])))
     relaunch.converge("mesh", ["nodes"], {"vars": 1}, "gpu2")
     assert calls == [(("mesh", ["nodes"], {"vars": 1}), "gpu2")]
+
+
+def test_the_relaunch_service_clears_anything_in_its_spool_and_never_crashes(mesh, tmp_path, monkeypatch):
+    """A folder, a link and a name that is no node in the spool (the slurm user can write there):
+    before, a folder raised IsADirectoryError, stayed, and its path unit started the service again
+    forever. Each is said and removed; a real request still fails cleanly (no launch spec here)."""
+    from click.testing import CliRunner
+
+    from meshctl.cli import cli
+
+    calls = tmp_path / "scontrol.calls"
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    spool, state = tmp_path / "spool", tmp_path / "state"
+    (spool / "gpu9" / "inner").mkdir(parents=True)
+    (spool / "gpu9" / "inner" / "f").write_text("x")
+    (spool / "gpu8").symlink_to("/etc")
+    (spool / "Not_A_Node").write_text("\n")
+    (spool / "gpu2").write_text("\n")
+    state.mkdir()
+    key = tmp_path / "head_key"
+    key.write_text("k")
+    done = CliRunner().invoke(cli, ["relaunch-node", "--mesh", str(mesh.path), "--spool", str(spool), "--state",
+                                    str(state), "--key", str(key)])  # fmt: skip
+    assert done.exit_code == 1 and isinstance(done.exception, SystemExit), done.output
+    assert list(spool.iterdir()) == [] and (tmp_path / "state").is_dir() and Path("/etc/passwd").exists()
+    for name in ("gpu9", "gpu8", "Not_A_Node", "gpu2"):
+        assert f"{name}: FAILED" in done.output
+    said = calls.read_text()
+    assert "nodename=gpu2 state=down" in said and "Not_A_Node" not in said
+
+
+def test_the_relaunch_service_imports_only_from_its_code():
+    """`python -m` puts its working directory first on sys.path: the unit's is /, and PYTHONSAFEPATH
+    leaves even that out (before: the mesh copy's folder)."""
+    import jinja2
+
+    templates = Path(__file__).resolve().parents[2] / "roles" / "relaunch" / "templates"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined)
+    env.filters["upper"] = str.upper
+    unit = env.get_template("meshctl-relaunch.service.j2").render(
+        ansible_managed="x", relaunch_dir="/var/lib/meshctl/control", relaunch_prefix="/opt/meshctl/control",
+        mesh_power_providers=["lambda"], mesh_provider_api_urls={}, relaunch_spool="/var/lib/meshctl/power/relaunch",
+        mesh_power_state_dir="/var/lib/meshctl/power", relaunch_head_key="/root/.ssh/k")  # fmt: skip
+    lines = unit.splitlines()
+    assert "WorkingDirectory=/" in lines and "Environment=PYTHONSAFEPATH=1" in lines
+    assert "Environment=PYTHONPATH=/opt/meshctl/control/src" in lines
