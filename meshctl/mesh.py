@@ -156,29 +156,6 @@ HEADER = """# meshctl mesh inventory (Ansible YAML). meshctl rewrites this file:
 MAX_FACTS_BYTES = 256 * 1024
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """YAML as meshctl writes it: no aliases (no alias bombs), no key given twice."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*name) are not allowed in mesh.yml")
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _value in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):  # `? [a]: x` or `{a: 1}: x`: unhashable, no name
-                raise yaml.YAMLError(
-                    f"line {key_node.start_mark.line + 1}: a key must be plain text, not a list or mapping"
-                )
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def check_ownership(*paths: Path) -> None:
     """Refuse, as git's safe.directory does, a mesh that another user owns or others can write.
 
@@ -338,8 +315,8 @@ class Mesh:
         group_vars = self.path / "group_vars" / "all.yml"
         if group_vars.is_file():
             try:
-                value = (yaml.safe_load(group_vars.read_text()) or {}).get(name)
-            except (yaml.YAMLError, AttributeError):
+                value = (settings.load(group_vars.read_text()) or {}).get(name)
+            except (OSError, ValueError, yaml.YAMLError, AttributeError):
                 value = None
             if value is not None:
                 return value
@@ -361,7 +338,7 @@ class Mesh:
         except UnicodeDecodeError as exc:
             raise InventoryError(f"{self.inventory} is not UTF-8 text (byte {exc.start})", hint=hint) from None
         try:
-            data = yaml.load(text, Loader=_StrictLoader)
+            data = settings.load(text)
         except yaml.YAMLError as exc:
             raise InventoryError(f"{self.inventory} is not valid YAML ({yaml_problem(exc)})", hint=hint) from None
         try:

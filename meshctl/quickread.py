@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import health, resources, runner
+from meshctl import health, resources, runner, settings
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -108,7 +108,7 @@ def vars_files_clear(mesh: Mesh) -> bool:
                 continue
             try:
                 text = path.read_text(encoding="utf-8")
-                data = yaml.safe_load(text) if not text.startswith("$ANSIBLE_VAULT") else None
+                data = settings.load(text) if not text.startswith("$ANSIBLE_VAULT") else None
             except (OSError, UnicodeDecodeError, yaml.YAMLError):
                 return False
             if not isinstance(data, dict) or any(str(k).startswith("ansible_") for k in data):

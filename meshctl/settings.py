@@ -33,6 +33,53 @@ RENAMED = {
     "slurm_drain_timeout": "slurm_controller_drain_timeout",
 }
 TRUE_WORDS = ("true", "yes", "on", "1", "false", "no", "off", "0")
+MAX_FILE_BYTES = 1024 * 1024  # a settings file (group_vars, host_vars, mesh.yml) larger is no settings file
+MAX_KEYS = 5000  # keys of one file: each is compared with every known name (200000 took over a minute)
+
+
+class Vaulted(str):
+    """An Ansible ``!vault`` value: its ciphertext, which only Ansible decrypts (its type is unknown here)."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """YAML as meshctl reads every settings file and mesh.yml: no aliases (no alias bombs, no
+    recursion), no key given twice, keys plain text; Ansible's own tags ``!vault`` (an encrypted
+    value) and ``!unsafe`` (text Ansible never templates) read as text."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*name) are not allowed here")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _value in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a]: x` or `{a: 1}: x`: unhashable, no name
+                raise yaml.YAMLError(
+                    f"line {key_node.start_mark.line + 1}: a key must be plain text, not a list or mapping"
+                )
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
+            seen.add(key)
+        if len(seen) > MAX_KEYS:
+            raise yaml.YAMLError(f"line {node.start_mark.line + 1}: more than {MAX_KEYS} keys in one mapping")
+        return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.construct_scalar(node)))
+StrictLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
+
+
+def load(text: str):
+    """TEXT read by StrictLoader (yaml.YAMLError when it is not what a settings file may be)."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise yaml.YAMLError(f"over {MAX_FILE_BYTES // 1024} KiB: not a settings file")
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader
+    except RecursionError:
+        raise yaml.YAMLError("nested too deep") from None
 
 
 @dataclass(frozen=True)
@@ -88,7 +135,7 @@ def known() -> frozenset[str]:
 
 def type_problem(value, kind: str | None) -> str | None:
     """Why VALUE is not of the spec's type KIND (None when it is, or when it cannot be told)."""
-    if kind in (None, "raw") or (isinstance(value, str) and "{{" in value):
+    if kind in (None, "raw") or isinstance(value, Vaulted) or (isinstance(value, str) and "{{" in value):
         return None
     ok = {
         "bool": lambda v: isinstance(v, bool) or str(v).lower() in TRUE_WORDS,
@@ -158,7 +205,7 @@ def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
         for path in sorted((mesh_dir / folder).glob("*.yml")):
             try:
                 text = path.read_text(encoding="utf-8")
-                data = yaml.safe_load(text)
+                data = load(text)
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
                 problems.append(Problem(f"{folder}/{path.name}", 0, "", f"cannot be read ({exc})", "fix it by hand"))
                 continue
@@ -170,7 +217,10 @@ def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
                 continue
             problems += check_mapping(data, f"{folder}/{path.name}", key_lines(text))
     if inventory_text is not None:
-        data = yaml.safe_load(inventory_text) or {}
+        try:
+            data = load(inventory_text) or {}
+        except yaml.YAMLError as exc:
+            return [*problems, Problem("mesh.yml", 0, "", f"cannot be read ({exc})", "fix it by hand")]
         lines = key_lines(inventory_text)
         top = data.get("all") if isinstance(data, dict) else None
         if isinstance(top, dict):

@@ -19,7 +19,7 @@ from types import ModuleType
 import netaddr
 import yaml
 
-from meshctl import display, resources
+from meshctl import display, resources, settings
 from meshctl.errors import InventoryError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
@@ -198,7 +198,7 @@ def tailnet_cidr(mesh: Mesh | None) -> netaddr.IPNetwork:
     path = mesh.path / "group_vars" / "all.yml" if mesh is not None else None
     if path is not None and path.is_file():
         try:
-            value = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("mesh_tailnet_cidr") or TAILNET_CIDR
+            value = (settings.load(path.read_text(encoding="utf-8")) or {}).get("mesh_tailnet_cidr") or TAILNET_CIDR
         except (OSError, ValueError, yaml.YAMLError, AttributeError):
             value = TAILNET_CIDR
     try:

@@ -78,3 +78,37 @@ def test_commands_refuse_before_running_anything_and_check_lists_every_problem(m
     write(mesh, "tailscale_tags: [tag:gpu]\n", "gpu.yml")
     sound = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
     assert sound.exit_code == 0 and "mesh.yml and the settings are sound (1 nodes)" in sound.output
+
+
+BOMB = "a: &a ['x','x','x','x','x','x','x','x','x']\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)}]\n" for i in range(9)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (BOMB, "YAML aliases (*name) are not allowed"),
+        ("a: " + "[" * 20000 + "]" * 20000 + "\n", "nested too deep"),
+        ("".join(f"k{i}: 1\n" for i in range(settings.MAX_KEYS + 1)), f"more than {settings.MAX_KEYS} keys"),
+        ("mlflow_port: 5000\nmlflow_port: 5001\n", "'mlflow_port' is given twice"),
+        ("x: '" + "y" * (settings.MAX_FILE_BYTES + 1) + "'\n", "not a settings file"),
+    ],
+    ids=["alias bomb", "deep", "too many keys", "twice", "too big"],
+)
+def test_a_settings_file_meshctl_cannot_read_safely_is_one_problem_not_a_traceback(mesh, text, said):
+    """Before: group_vars went through yaml.safe_load (aliases expanded: MemoryError; deep nesting:
+    RecursionError; 200000 keys over a minute). It is now the same strict loader as mesh.yml's."""
+    write(mesh, text)
+    with pytest.raises(InventoryError) as caught:
+        mesh.load()
+    assert "group_vars/all.yml" in caught.value.message and said in caught.value.message
+
+
+def test_ansibles_own_vault_and_unsafe_tags_are_read_as_text(mesh):
+    """Before: `!vault` and `!unsafe` (Ansible's) made the file unreadable to meshctl."""
+    write(mesh, "mlflow_port: 5000\nmy_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n"
+                "slurm_ready_timeout: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6364\nmy_text: !unsafe '{{ x }}'\n")
+    mesh.load()
+    data = settings.load((mesh.path / "group_vars" / "all.yml").read_text())
+    assert isinstance(data["my_password"], settings.Vaulted) and data["my_text"] == "{{ x }}"
