@@ -107,8 +107,11 @@ def test_a_settings_file_meshctl_cannot_read_safely_is_one_problem_not_a_traceba
 
 def test_ansibles_own_vault_and_unsafe_tags_are_read_as_text(mesh):
     """Before: `!vault` and `!unsafe` (Ansible's) made the file unreadable to meshctl."""
-    write(mesh, "mlflow_port: 5000\nmy_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n"
-                "slurm_ready_timeout: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6364\nmy_text: !unsafe '{{ x }}'\n")
+    write(
+        mesh,
+        "mlflow_port: 5000\nmy_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n"
+        "slurm_ready_timeout: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6364\nmy_text: !unsafe '{{ x }}'\n",
+    )
     mesh.load()
     data = settings.load((mesh.path / "group_vars" / "all.yml").read_text())
     assert isinstance(data["my_password"], settings.Vaulted) and data["my_text"] == "{{ x }}"
