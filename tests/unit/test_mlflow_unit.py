@@ -1,9 +1,16 @@
 """Role mlflow's systemd unit, rendered: what the tracking server runs with."""
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jinja2
+import pytest
 import yaml
+
+from meshctl import resources
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "mlflow"
 
@@ -52,3 +59,52 @@ def test_a_virtualenv_without_bytecode_gets_the_servers_own_cache_folder():
     # The venv's own bytecode is read as it is: no prefix (Python would look only there).
     compiled = render(mlflow_venv_bytecode=True, mlflow_cache_directory="mlflow")
     assert not any("PYTHONPYCACHEPREFIX" in line or line.startswith("CacheDirectory") for line in compiled)
+
+
+CHECK_PLAY = """
+- name: Check MLflow's settings
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The role's own checks
+      ansible.builtin.include_role:
+        name: meshctl.mesh.mlflow
+        tasks_from: check
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "refused"),
+    [
+        ("--index-url https://pypi.example.org/simple", True),
+        ("-i https://pypi.example.org/simple", True),
+        ("--extra-index-url=https://pypi.example.org/simple", True),
+        ("--find-links https://__token__:s3cret@files.example.org/", True),
+        ("--no-compile --timeout 60", False),
+        ("", False),
+    ],
+)
+def test_pips_arguments_may_carry_no_index_or_credentials(tmp_path, extra_args, refused):
+    """pip's command line is every head user's to read (ps): the role refuses an index or a URL
+    with credentials there and names mlflow_pip_environment (issue 58)."""
+    (tmp_path / "play.yml").write_text(CHECK_PLAY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER="auto_silent")  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml",
+            "-e", json.dumps({"mlflow_pip_extra_args": extra_args})]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert (done.returncode != 0) == refused, done.stdout[-2000:]
+    assert ("mlflow_pip_environment" in done.stdout) == refused
+
+
+def test_the_session_secret_is_made_in_roots_folder_not_the_mlflow_users():
+    """Root's shell writes it (`> file.tmp && mv`): in the mlflow user's data folder a link laid at
+    that name made root write through it (issue 58). It is made under /var/lib/meshctl now."""
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert role_vars["mlflow_secret_env"].startswith("/var/lib/meshctl/")
+    assert not role_vars["mlflow_secret_env"].startswith(defaults["mlflow_data_dir"])
+    tasks = yaml.safe_load((ROLE / "tasks" / "server.yml").read_text())
+    shells = [t for t in tasks if "ansible.builtin.shell" in t and ">" in t["ansible.builtin.shell"]]
+    assert all("mlflow_secret_env" in t["ansible.builtin.shell"] for t in shells)
