@@ -34,6 +34,7 @@ uptime slurmd reports), and a machine "booted" within the second it was asked fo
 before it, which a VM never does. That is the VM's boot, emulated; nothing of meshctl's is changed.
 """
 
+import hashlib
 import itertools
 import json
 import os
@@ -405,6 +406,16 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True and rows["n1"]["healthy"] is True, rows
+    # A rotation refreshes the head's copy of the secrets in the same run (issue 58): a later
+    # relaunch (apply --limit NODE on the head) would otherwise put the old munge key back.
+    old_key = on_head("sha256sum < /var/lib/meshctl/control/secrets/munge.key")
+    rotated = meshctl(root, "rotate-munge-key", env=env)
+    assert rotated.returncode == 0, rotated.stdout[-3000:] + rotated.stderr
+    new_key = hashlib.sha256((root / "lab" / "secrets" / "munge.key").read_bytes()).hexdigest()
+    assert on_head("sha256sum < /var/lib/meshctl/control/secrets/munge.key").split()[0] == new_key != old_key.split()[0]
+    assert on_head("sha256sum < /etc/munge/munge.key").split()[0] == new_key
+    assert subprocess.run(["docker", "exec", container, "sha256sum", "/etc/munge/munge.key"], capture_output=True,
+                          text=True, check=True).stdout.split()[0] == new_key  # fmt: skip
     # Cost per user from Slurm's accounting: each job's share of its node (its CPUs of the node's, no
     # GPUs) at the instance's price; gpu2 at an 8x H100's price here, so the cost is more than a
     # rounding. The holding jobs run on: the cost lies between what accounting says before and after.
