@@ -150,7 +150,7 @@ def test_no_job_user_takes_the_mlflow_admins_name():
     variables = {}
     for part in ("defaults", "vars"):
         variables.update(trusted(loader.load_from_file(str(role / part / "main.yml"))))
-    check = next(t for t in yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    check = next(t for t in yaml.safe_load((role / "tasks" / "check.yml").read_text())
                  if t.get("name") == "Check no account holder takes the admin's name")  # fmt: skip
     for users, allowed in (([{"name": "alice", "uid": 2001}], True), ([{"name": "mesh", "uid": 2001}], False)):
         t = Templar(loader=loader, variables={**variables, "job_users_list": users})
