@@ -85,6 +85,7 @@ def common(hostvars, gpu_nodes):
         "slurm_partition_name": "main",
         "slurm_gpu_partition_name": "gpu",
         "slurm_conf_dir": "/etc/slurm",
+        "slurm_partition_access": "",
     }
 
 
@@ -129,6 +130,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_state_dir": "/var/lib/slurm/slurmctld",
         "slurm_spool_dir": "/var/lib/slurm/slurmd",
         "slurm_log_dir": "/var/log/slurm",
+        "slurm_node_log_dir": "/var/log/slurmd",
         "slurm_select_type_parameters": "CR_Core_Memory",
         "slurm_proctrack": "proctrack/cgroup",
         "slurm_task": "task/cgroup,task/affinity",
@@ -142,6 +144,7 @@ def slurm_conf(render, mesh, gpu_nodes, membership="dynamic", **extra):
         "slurm_task_prolog_path": "/usr/local/libexec/meshctl/slurm-task-prolog",
         "slurm_accounting": DEFAULTS["slurm_accounting"],
         "slurm_disable_root_jobs": DEFAULTS["slurm_disable_root_jobs"],
+        "slurm_job_users_only": False,
         "slurm_dbd_port": DEFAULTS["slurm_dbd_port"],
         "slurm_power_save": False,
         **extra,
@@ -576,3 +579,29 @@ def test_power_saving_names_the_heads_program_and_keeps_every_other_node_up(rend
         "NodeSet=meshctl_idle_3600 Feature=meshctl_idle_3600",
         "PartitionName=meshctl_idle_3600 Nodes=meshctl_idle_3600 Hidden=YES State=INACTIVE SuspendTime=3600",
     ]
+
+
+def test_jobs_run_only_as_job_users_refused_at_submission_and_by_the_partitions(render, mesh):
+    """Issue 58: DisableRootJobs refuses UID 0 only, and AllowGroups lets SlurmUser through; a node's
+    root claimed slurm's and mlflow's UIDs to run jobs on the head. Shown on real daemons in
+    molecule/resources/verify_trust.yml."""
+    assert DEFAULTS["slurm_job_users_only"] is True
+    access = " AllowGroups=meshjobs"
+    for membership in ("dynamic", "static"):
+        lines = slurm_conf(render, mesh, ["ps-a6000"], membership, slurm_job_users_only=True,
+                           slurm_partition_access=access)  # fmt: skip
+        assert "JobSubmitPlugins=lua" in lines and "GroupUpdateTime=30" in lines
+        assert "SlurmdLogFile=/var/log/slurmd/slurmd.log" in lines  # root's folder, not the slurm user's
+        if membership == "dynamic":
+            partitions = [line for line in lines if line.startswith(("PartitionName=main", "PartitionName=gpu"))]
+            assert len(partitions) == 2 and all(line.endswith(access) for line in partitions)
+    nodes = render("nodes.conf.j2", **{**common(mesh, ["ps-a6000"]), "slurm_partition_access": access})
+    assert [line for line in nodes if line.startswith("PartitionName")] == [
+        "PartitionName=main Nodes=desk,ps-a6000 Default=YES MaxTime=INFINITE State=UP AllowGroups=meshjobs",
+        "PartitionName=gpu Nodes=ps-a6000 MaxTime=INFINITE State=UP AllowGroups=meshjobs",
+    ]
+    lua = render("job_submit.lua.j2", job_users_list=[{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002}])
+    assert "  [2001] = true," in lua and "  [2002] = true," in lua
+    assert "  if job_users[job_desc.user_id] ~= nil then" in lua and "  return slurm.ERROR" in lua
+    nobody = render("job_submit.lua.j2", job_users_list=[])
+    assert nobody[nobody.index("local job_users = {") + 1] == "}"  # no job user yet: nobody may submit
