@@ -340,7 +340,8 @@ class Mesh:
         try:
             data = settings.load(text)
         except yaml.YAMLError as exc:
-            raise InventoryError(f"{self.inventory} is not valid YAML ({yaml_problem(exc)})", hint=hint) from None
+            problem = settings.yaml_problem(exc)
+            raise InventoryError(f"{self.inventory} is not valid YAML ({problem})", hint=hint) from None
         try:
             nodes, mesh_vars = from_inventory(data)
             self.groups = user_groups(data)
@@ -407,16 +408,6 @@ class Mesh:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)
             os.close(fd)
-
-
-def yaml_problem(exc: Exception) -> str:
-    """What is wrong in a YAML file, and where: ``line 4, column 1: found character '\\t' that cannot
-    start any token (YAML indents with spaces, never tabs)``."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    tab = " (YAML indents with spaces, never tabs)" if "\\t" in str(problem) or "tab" in str(problem) else ""
-    return f"{where}{problem}{tab}"
 
 
 def display_note(note: str) -> str:

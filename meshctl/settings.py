@@ -72,6 +72,23 @@ StrictLoader.add_constructor("!vault", lambda loader, node: Vaulted(loader.const
 StrictLoader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_scalar(node)))
 
 
+def yaml_problem(exc: Exception) -> str:
+    """What is wrong in a YAML file, and where: ``line 4, column 1: found character '\\t' that cannot
+    start any token (YAML indents with spaces, never tabs)``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    tab = " (YAML indents with spaces, never tabs)" if "\\t" in str(problem) or "tab" in str(problem) else ""
+    return f"{where}{problem}{tab}"
+
+
+def _unreadable(file: str, exc: Exception) -> Problem:
+    """A settings file meshctl cannot read, as one problem with its line and the fix."""
+    mark = getattr(exc, "problem_mark", None)
+    return Problem(file, mark.line + 1 if mark is not None else 0, "", f"is not valid YAML ({yaml_problem(exc)})",
+                   "fix it by hand: YAML mappings of `name: value`, indented with spaces")  # fmt: skip
+
+
 def load(text: str):
     """TEXT read by StrictLoader (yaml.YAMLError when it is not what a settings file may be)."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
@@ -206,7 +223,10 @@ def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
             try:
                 text = path.read_text(encoding="utf-8")
                 data = load(text)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            except yaml.YAMLError as exc:
+                problems.append(_unreadable(f"{folder}/{path.name}", exc))
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
                 problems.append(Problem(f"{folder}/{path.name}", 0, "", f"cannot be read ({exc})", "fix it by hand"))
                 continue
             if data is None:
@@ -220,7 +240,7 @@ def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
         try:
             data = load(inventory_text) or {}
         except yaml.YAMLError as exc:
-            return [*problems, Problem("mesh.yml", 0, "", f"cannot be read ({exc})", "fix it by hand")]
+            return [*problems, _unreadable("mesh.yml", exc)]
         lines = key_lines(inventory_text)
         top = data.get("all") if isinstance(data, dict) else None
         if isinstance(top, dict):

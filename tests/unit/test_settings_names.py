@@ -115,3 +115,22 @@ def test_ansibles_own_vault_and_unsafe_tags_are_read_as_text(mesh):
     mesh.load()
     data = settings.load((mesh.path / "group_vars" / "all.yml").read_text())
     assert isinstance(data["my_password"], settings.Vaulted) and data["my_text"] == "{{ x }}"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "said"),
+    [
+        ("all:\n\thosts: {}\n", 2, "(YAML indents with spaces, never tabs)"),
+        ("[head]\nlocalhost\n", 2, "expected '<document start>'"),
+        ("all: [\n", 2, "line 2, column 1"),
+    ],
+    ids=["a tab", "INI form", "an unclosed ["],
+)
+def test_check_says_where_mesh_yml_is_broken_and_never_raises(mesh, text, line, said):
+    """Issue 60: `check` crashed with a traceback on the files it exists to diagnose."""
+    mesh.inventory.write_text(text)
+    listed = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
+    assert listed.exit_code == 3, listed.output
+    assert not isinstance(listed.exception, Exception) or isinstance(listed.exception, SystemExit)
+    assert "Traceback" not in listed.output and said in listed.output and f"line {line}" in listed.output
+    assert "fix" in listed.output
