@@ -514,3 +514,25 @@ def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake
     assert "give a rented compute node its autostop instead" in head.output and "machines" not in head.output
     assert invoke(mesh, "autostop", "gpu1", "30 minutess").exit_code == 2
     assert mesh.inventory.read_text() == before and len(fake_runner) == 2 + 1  # status read once, nothing else
+
+
+
+def test_autostop_runs_nothing_it_was_not_asked_to(mesh, fake_runner):
+    """Issue 60: `autostop NODE off` on the head, on a pending node or on a node with no autostop ran
+    a full converge (on a local head: an install on the user's desktop)."""
+    import yaml
+
+    nodes, mesh_vars = mesh.load()
+    nodes.append(Node("desk", "10.0.0.9", state="active", provider="local", mesh_address="100.64.0.3"))
+    nodes.append(Node("gpu9", "203.0.113.9", state="pending", provider="paperspace", instance="paperspace:ps0009"))
+    mesh.save(nodes, mesh_vars)
+    before = mesh.inventory.read_text()
+    for name in ("head", "gpu9"):
+        for value in ("off", "30m"):
+            refused = invoke(mesh, "autostop", name, value)
+            assert refused.exit_code == 2, refused.output
+    assert "not set up yet (pending)" in invoke(mesh, "autostop", "gpu9", "off").output
+    assert mesh.inventory.read_text() == before and fake_runner == []
+    off = invoke(mesh, "autostop", "desk", "off")  # it had none: the head's power plan is the same
+    assert off.exit_code == 0 and "nothing run" in off.output and fake_runner == []
+    assert yaml.safe_load(mesh.inventory.read_text())["all"]["hosts"]["desk"]["idle_stop"] is False
