@@ -41,7 +41,7 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
                              "node's role)")  # fmt: skip
         if node.state != "active":
             raise UsageError(f"{name} is not set up yet ({node.state}): its autostop is set once it is a node",
-                             hint=f"finish it first: `meshctl add-node {node.host}` again, or `meshctl apply`")  # fmt: skip
+                             hint=f"finish it first (`meshctl add-node {node.host}` again), then set it")  # fmt: skip
         by_provider = mesh.setting("mesh_idle_stop_by_provider", mesh_vars)
         if seconds:
             hostvars = {**node.hostvars(), "idle_stop": duration}
