@@ -516,7 +516,6 @@ def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake
     assert mesh.inventory.read_text() == before and len(fake_runner) == 2 + 1  # status read once, nothing else
 
 
-
 def test_autostop_runs_nothing_it_was_not_asked_to(mesh, fake_runner):
     """Issue 60: `autostop NODE off` on the head, on a pending node or on a node with no autostop ran
     a full converge (on a local head: an install on the user's desktop)."""
