@@ -70,6 +70,7 @@ def cli(ctx: click.Context, debug: bool, mesh_dir: str | None) -> None:
     """Turn machines you can SSH into into one Slurm GPU cluster over Tailscale."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    ctx.obj["mesh_dir"] = mesh_dir  # init's folder when it names none
     if mesh_dir:  # what every command's --mesh falls back to (its MESHCTL_MESH)
         import os
 

@@ -12,7 +12,7 @@ from meshctl.options import mesh_address_option, provider_option, ssh_key_option
 
 
 @click.command("init")
-@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--head", metavar="local|[USER@]HOST[:PORT]", help="The controller node.")
 @click.option(
     "--from-inventory",
@@ -41,7 +41,13 @@ from meshctl.options import mesh_address_option, provider_option, ssh_key_option
               help="Same, with an existing vault id (SOURCE: a password file or client script).")  # fmt: skip
 def command(directory, head, inventory_file, head_group, compute_group, name, ssh_key, provider, address,
             authkey_file, tags, login_server, vault_password_file, vault_id) -> None:  # fmt: skip
-    """Create a mesh directory: mesh.yml, group_vars/, secrets/ (0700) and a .gitignore."""
+    """Create a mesh directory: mesh.yml, group_vars/, secrets/ (0700) and a .gitignore.
+
+    DIRECTORY: the mesh's folder (default: `meshctl --mesh DIR init`'s DIR, else this folder)."""
+    given = (click.get_current_context().find_root().obj or {}).get("mesh_dir")
+    if directory and given and Path(directory).resolve() != Path(given).resolve():
+        raise click.UsageError(f"--mesh {given} and DIRECTORY {directory} name two folders: give one")
+    directory = directory or given or "."
     if bool(head) == bool(inventory_file):
         raise click.UsageError("pass --head (the controller node) or --from-inventory FILE, one of them")
     if inventory_file and (name or ssh_key or address):

@@ -147,10 +147,29 @@ def _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault
         mesh_vars["mesh_tailscale"] = True
         group_vars += tailnet.group_vars_text(list(tags), login_server)
     atomic_write(mesh.path / "group_vars" / "all.yml", group_vars)
-    if not (mesh.path / ".gitignore").exists():  # with a vault, the encrypted secrets/ may be committed
-        atomic_write(mesh.path / ".gitignore", GITIGNORE + ("" if mesh_vault else GITIGNORE_CLEAR_SECRETS))
+    gitignore = mesh.path / ".gitignore"  # with a vault, the encrypted secrets/ may be committed
+    wanted = GITIGNORE + ("" if mesh_vault else GITIGNORE_CLEAR_SECRETS)
+    existing = gitignore.read_text(encoding="utf-8") if gitignore.is_file() else None
+    atomic_write(gitignore, gitignore_text(existing, wanted))
     mesh.save([node], mesh_vars)
     return mesh, node, report
+
+
+def gitignore_text(existing: str | None, wanted: str) -> str:
+    """A folder's .gitignore with meshctl's entries: WANTED when there is none; else EXISTING with
+    the entries it lacks added at its end (a project folder's own .gitignore would otherwise let
+    `git add .` commit the munge key)."""
+    if existing is None:
+        return wanted
+    have = {line.strip() for line in existing.splitlines()}
+    missing = [line for line in wanted.splitlines() if line and not line.startswith("#") and line not in have]
+    if not missing:
+        return existing
+    return (
+        existing
+        + ("" if existing.endswith("\n") or not existing else "\n")
+        + ("# Added by meshctl init (runtime files, and keys in clear):\n" + "\n".join(missing) + "\n")
+    )
 
 
 def slurm_major_text(report: PreflightReport | None) -> str:

@@ -404,14 +404,37 @@ def test_init_makes_a_mesh_directory_for_git(tmp_path, monkeypatch):
     assert sorted(staged.stdout.split()) == [".gitignore", "group_vars/all.yml", "mesh.yml"]
 
 
-def test_init_keeps_a_gitignore_the_user_already_has(tmp_path, monkeypatch):
+def test_init_adds_its_entries_to_a_gitignore_the_user_already_has(tmp_path, monkeypatch):
+    """Issue 60: a project folder's own .gitignore got nothing, and `git add .` took the munge key."""
     monkeypatch.delenv("MESHCTL_MESH", raising=False)
     (tmp_path / "m").mkdir()
-    (tmp_path / "m" / ".gitignore").write_text("mine\n")
+    (tmp_path / "m" / ".gitignore").write_text("mine\nlogs/\n__pycache__/")
     result = CliRunner().invoke(cli, ["init", str(tmp_path / "m"), "--head", "local", "--mesh-address", "100.64.0.1",
                                       "--name", "desk"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "m" / ".gitignore").read_text() == "mine\n"
+    text = (tmp_path / "m" / ".gitignore").read_text()
+    assert text.startswith("mine\nlogs/\n__pycache__/\n# Added by meshctl init") and text.count("logs/") == 1
+    git = ["git", "-C", str(tmp_path / "m"), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    staged = subprocess.run([*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True)
+    assert sorted(staged.stdout.split()) == [".gitignore", "group_vars/all.yml", "mesh.yml"]
+    from meshctl.ops.init import GITIGNORE, gitignore_text
+
+    assert gitignore_text(text, GITIGNORE) == text  # a second time adds nothing
+
+
+def test_init_takes_the_mesh_folder_from_mesh_before_the_command(tmp_path, monkeypatch):
+    """Issue 60: `meshctl --mesh DIR init ...` wrote into the current folder."""
+    monkeypatch.setenv("MESHCTL_MESH", "")  # the group's --mesh sets it: put back as it was after
+    monkeypatch.delenv("MESHCTL_MESH")
+    monkeypatch.chdir(tmp_path)
+    args = ["--head", "local", "--mesh-address", "100.64.0.1", "--name", "desk"]
+    result = CliRunner().invoke(cli, ["--mesh", "m_x", "init", *args])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "m_x" / "mesh.yml").is_file() and not (tmp_path / "mesh.yml").exists()
+    clash = CliRunner().invoke(cli, ["--mesh", "m_y", "init", "m_z", *args])
+    assert clash.exit_code == 2 and "name two folders" in clash.output and not (tmp_path / "m_z").exists()
 
 
 def test_init_records_the_heads_slurm_major_for_a_mixed_mesh(tmp_path, monkeypatch):
