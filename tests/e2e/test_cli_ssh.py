@@ -626,7 +626,7 @@ def mlflow_answer(user: str, password: str) -> int:
 
 
 def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
-    job = bed.as_user("sbatch --parsable -w n1 --wrap 'sleep 40'").strip()
+    job = bed.as_user("sbatch --parsable -w n1 --wrap 'sleep 60'").strip()
     assert wait_job(bed, job) == "RUNNING"
     old = bed.clear_secret("munge.key")
     accounts_before = mlflow_account("e2e-n1", JOB_USER)
@@ -643,9 +643,10 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
                                  check=True).stdout  # fmt: skip
         assert on_node == new, name
         assert munge_starts(container) == starts[name] + 1, name  # one restart each
-    assert bed.on_head(f"squeue --noheader --jobs={job} --format=%T").strip() == "RUNNING"  # survived
-    assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
+    # Survived: still running, or (a rotation slower than its sleep, CI run 39) ended as it would have.
     state = f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2"
+    assert bed.on_head(state).strip() in ("RUNNING", "COMPLETING", "COMPLETED")
+    assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
     assert wait_on_head(bed, state, "COMPLETED", 90) == "COMPLETED"  # it ended as it would have
     again = bed.meshctl("rotate-munge-key", env=MITOGEN)  # a second rotation: another key, again one restart each
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
