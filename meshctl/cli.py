@@ -47,6 +47,18 @@ class MeshctlGroup(click.Group):
         module = COMMANDS.get(cmd_name)
         return importlib.import_module(f"meshctl.commands.{module}").command if module else None
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """click's, with the command a mistyped name is closest to (`statsu`: did you mean status?)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
+            public = [c for c in COMMANDS if c != "relaunch-node"]
+            close = difflib.get_close_matches(name, public, n=1, cutoff=0.6)
+            hint = f" Did you mean `meshctl {close[0]}`?" if close else " `meshctl --help` lists the commands."
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

@@ -558,3 +558,12 @@ def test_autostop_runs_nothing_it_was_not_asked_to(mesh, fake_runner):
     off = invoke(mesh, "autostop", "desk", "off")  # it had none: the head's power plan is the same
     assert off.exit_code == 0 and "nothing run" in off.output and fake_runner == []
     assert yaml.safe_load(mesh.inventory.read_text())["all"]["hosts"]["desk"]["idle_stop"] is False
+
+
+def test_a_mistyped_command_is_named_with_the_closest_one():
+    """Issue 60: `meshctl statsu` suggested nothing."""
+    typo = CliRunner().invoke(cli, ["statsu"])
+    assert typo.exit_code == 2 and "Did you mean `meshctl status`?" in typo.output
+    other = CliRunner().invoke(cli, ["frobnicate"])
+    assert other.exit_code == 2 and "`meshctl --help` lists the commands" in other.output
+    assert "relaunch-node" not in CliRunner().invoke(cli, ["relaunch-nod"]).output  # hidden: never suggested
