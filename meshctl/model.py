@@ -101,6 +101,11 @@ def parse_target(text: str, default_user: str = "root") -> Target:
             port = _port(tail[1:])
     elif rest.count(":") == 1:
         host, port_text = rest.split(":")
+        if not port_text.isdigit():  # `gpu:bar`: neither HOST:PORT nor a provider's PROVIDER:NAME
+            providers = resources.plugin("module_utils.mesh_cloud").PROVIDERS
+            raise UsageError(f"cannot read {text!r}: {port_text!r} is not a TCP port, and {host!r} is not a provider",
+                             hint=f"give [USER@]HOST[:PORT], or PROVIDER:NAME with a provider of "
+                             f"{', '.join(providers)} (`meshctl machines` lists yours)")  # fmt: skip
         port = _port(port_text)
     else:
         host = rest

@@ -29,6 +29,14 @@ def test_parse_target_refuses(bad):
         parse_target(bad)
 
 
+def test_a_target_that_is_neither_host_port_nor_a_provider_names_both_readings():
+    """Issue 60: `add-node foo:bar` said only "'bar' is not a TCP port", never naming the providers."""
+    with pytest.raises(UsageError) as caught:
+        parse_target("foo:bar")
+    assert "'bar' is not a TCP port, and 'foo' is not a provider" in caught.value.message
+    assert "PROVIDER:NAME with a provider of lambda, runpod, paperspace" in caught.value.hint
+
+
 def test_check_host_accepts_ips_and_names():
     assert check_host("100.101.1.7") == "100.101.1.7"
     assert check_host("node-1.tail1234.ts.net") == "node-1.tail1234.ts.net"
