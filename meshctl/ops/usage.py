@@ -114,6 +114,11 @@ def period(since: str | None, until: str | None, today: datetime.date | None = N
         except ValueError as exc:
             raise UsageError(f"{name} {value!r} is no day of the calendar ({exc})",
                              hint="use YYYY-MM-DD with a real month and day") from None  # fmt: skip
+    begins = datetime.datetime.fromisoformat(start)
+    ends = datetime.datetime.now() if end == "now" else datetime.datetime.fromisoformat(end)
+    if begins > ends:
+        raise UsageError(f"--since {start} is after --until {end}: the period would be empty",
+                         hint="give the earlier date to --since")  # fmt: skip
     return start, end
 
 

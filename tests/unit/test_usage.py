@@ -61,6 +61,11 @@ def test_the_period_defaults_to_this_month_and_is_checked():
         usage.period("2026-10-01; rm -rf /", None)
     with pytest.raises(UsageError, match="'2026-13-01' is no day of the calendar"):
         usage.period("2026-13-01", None)
+    # Issue 60: a --since after --until was sent to sacct, which answered an empty period.
+    with pytest.raises(UsageError, match="--since 2026-11-20 is after --until 2026-11-01"):
+        usage.period("2026-11-20", "2026-11-01")
+    with pytest.raises(UsageError, match="is after --until now"):
+        usage.period("2999-01-01", None)
 
 
 def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch):
