@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import click
 
@@ -21,10 +22,11 @@ class Unhealthy(MeshctlError):
 @click.command("status")
 @click.option(
     "--timeout",
-    type=click.IntRange(1, 120),
+    type=click.FloatRange(0, 120, min_open=True),
     default=status_op.STATUS_CONNECT_TIMEOUT,
     show_default=True,
-    help="Seconds to wait for a node's SSH before calling it unreachable (raise it for slow links).",
+    help="Seconds to wait for a node's SSH before calling it unreachable (raise it for slow links; "
+    "SSH counts whole seconds: 2.5 waits 3).",
 )
 @json_option
 @mesh_option
@@ -33,6 +35,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
+    timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
     rows, mlflow, healthy = status_op.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
     priced = any(r.price_per_hour is not None for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)

@@ -567,3 +567,14 @@ def test_a_mistyped_command_is_named_with_the_closest_one():
     other = CliRunner().invoke(cli, ["frobnicate"])
     assert other.exit_code == 2 and "`meshctl --help` lists the commands" in other.output
     assert "relaunch-node" not in CliRunner().invoke(cli, ["relaunch-nod"]).output  # hidden: never suggested
+
+
+def test_status_takes_a_timeout_of_part_seconds(mesh, monkeypatch):
+    """Issue 60: `status --timeout 2.5` was refused (integers only); SSH counts whole seconds."""
+    from meshctl.ops import status as status_op
+
+    seen = []
+    monkeypatch.setattr(status_op, "status", lambda *a, **kw: (seen.append(kw["timeout"]), ([], None, True))[1])
+    done = invoke(mesh, "status", "--timeout", "2.5")
+    assert seen == [3], done.output
+    assert invoke(mesh, "status", "--timeout", "0").exit_code == 2
