@@ -77,8 +77,14 @@ def read_key_file(key_file: str) -> str:
     else:
         path = Path(key_file)
         try:
-            if not stat.S_ISREG(path.stat().st_mode):
+            mode = path.stat().st_mode
+            if not stat.S_ISREG(mode):
                 raise UsageError(f"{key_file} is not a regular file", hint="save the key in a file (chmod 600)")
+            if stat.S_IMODE(mode) & 0o077:  # as a Tailscale key file is refused (meshctl/tailnet.py)
+                raise UsageError(f"{key_file} can be read by others (mode {stat.S_IMODE(mode):04o}): the API key "
+                                 "in it rents machines on your account",
+                                 hint=f"chmod 600 {key_file}, then run it again (and make a new key if others may "
+                                 "have read it)")  # fmt: skip
             data = path.open("rb").read(MAX_KEY_BYTES + 1)
         except OSError as exc:
             raise UsageError(f"cannot read the key file {key_file}: {exc.strerror}",

@@ -616,3 +616,14 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     assert f"trainer: runpod runs it at {pod.ip}:{pod.port} now (recorded {pod.ip}:22)" in notes.lines[-1]
     runpod.backend.stop(pod)  # stopped: no address to follow, the record stays
     assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
+
+
+def test_a_provider_key_file_others_can_read_is_refused_with_the_fix(tmp_path, mesh):
+    """Issue 60: it was taken without a word (a Tailscale key file is refused)."""
+    path = tmp_path / "runpod.key"
+    path.write_text(KEY + "\n")
+    path.chmod(0o644)
+    result = CliRunner().invoke(cli, ["provider", "add", "runpod", "--key-file", str(path), "--no-check",
+                                      "--mesh", str(mesh.path)])  # fmt: skip
+    assert result.exit_code == 2 and "can be read by others (mode 0644)" in result.output
+    assert f"chmod 600 {path}" in result.output and not cloud.key_path(mesh, "runpod").exists()
