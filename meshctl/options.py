@@ -65,4 +65,5 @@ def confirm(question: str, yes: bool) -> None:
     if not sys.stdin or not sys.stdin.isatty():
         raise UsageError(f"{question} (no terminal to ask on)", hint="pass -y to go ahead without asking")
     if not click.confirm(question, default=False):
-        raise UsageError("nothing was done: you said no", hint="run it again and answer y, or pass -y")
+        click.echo("nothing was done: you said no")  # a choice, not an error: exit 0
+        raise click.exceptions.Exit(0)

@@ -578,3 +578,20 @@ def test_status_takes_a_timeout_of_part_seconds(mesh, monkeypatch):
     done = invoke(mesh, "status", "--timeout", "2.5")
     assert seen == [3], done.output
     assert invoke(mesh, "status", "--timeout", "0").exit_code == 2
+
+
+def test_answering_no_is_a_choice_not_an_error(monkeypatch):
+    """Issue 60: "n" printed `error:` and exited 2."""
+    import sys
+
+    import click
+
+    from meshctl.options import confirm
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(click, "confirm", lambda *a, **kw: False)
+    with pytest.raises(click.exceptions.Exit) as caught:
+        confirm("rent a gpu_1x_a10 at Lambda as n1?", False)
+    assert caught.value.exit_code == 0
+    monkeypatch.setattr(click, "confirm", lambda *a, **kw: True)
+    assert confirm("rent?", False) is None
