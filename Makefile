@@ -14,7 +14,7 @@ unexport PYTHONDONTWRITEBYTECODE
 T := scripts/timed
 SUITES ?= bookworm trixie
 
-.PHONY: demo test venv engine cache images wheels lint style sanity unit checks suites e2e molecule collection collection-link demo-down clean
+.PHONY: demo test venv engine cache images ready wheels lint style sanity unit checks suites e2e molecule collection collection-link demo-down clean
 
 ## demo: a local mesh of Docker nodes turned into a Slurm cluster
 demo: venv engine cache
@@ -33,7 +33,7 @@ demo: venv engine cache
 # that priority (run 32 started them on such a minute, 15 % idle over 60 s at 665 s).
 CHECKS_AFTER := 600
 CHECKS_AT_MOST := 1800
-test: venv engine cache images wheels collection
+test: venv engine cache images ready wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
 # The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "Where
@@ -94,6 +94,12 @@ cache: venv
 
 images: engine
 	@$(T) images python -m meshctl.localmesh images $(addprefix --suite ,$(SUITES))
+
+# The test beds' ready image (meshctl/localmesh/ready.py): the node image with what the roles
+# install, built once per hash of the roles' package lists and requirements (docs/testing.md, "Which
+# bed tests which path"). It fills the wheel cache first: its virtualenvs install from there.
+ready: images
+	@$(T) ready python -m meshctl.localmesh ready
 
 # The Python packages the roles install (MLflow, the job environment, meshctl on a head), downloaded
 # once per machine and served to the nodes on port 3144 (meshctl/localmesh/wheels.py). Filled in the

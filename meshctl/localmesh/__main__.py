@@ -7,7 +7,7 @@ import sys
 import click
 
 from meshctl.errors import MeshctlError
-from meshctl.localmesh import cache, engine, images, nodes, wheels
+from meshctl.localmesh import cache, engine, images, nodes, ready, wheels
 
 
 @click.group()
@@ -81,6 +81,15 @@ def images_cmd(suites: tuple[str, ...]) -> None:
     """Build the node images (cached by the hash of their inputs)."""
     for suite in suites:
         images.build(suite)
+
+
+@main.command("ready")
+@click.option("--suite", "suites", multiple=True, default=ready.SUITES, show_default=True)
+def ready_cmd(suites: tuple[str, ...]) -> None:
+    """Build the ready images: a node image with what the roles install (test beds' nodes skip it)."""
+    wheels.fill()
+    for suite in suites:
+        ready.build(suite)
 
 
 @main.command("up")

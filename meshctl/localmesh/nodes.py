@@ -149,8 +149,16 @@ def failed_units(name: str) -> str:
     return _docker("exec", name, "systemctl", "--failed", "--no-legend", "--plain", check=False).stdout.strip()
 
 
-def up(suite: str = "bookworm", say=print, spec: LocalMesh = DEMO) -> list[Node]:
-    image = f"meshctl-node:{suite}"
+def up(
+    suite: str = "bookworm", say=print, spec: LocalMesh = DEMO, ready: bool = False, bare: tuple[str, ...] = ()
+) -> list[Node]:
+    """Start SPEC's nodes from the bare node image of SUITE, as the demo does; with READY, a test
+    bed's nodes but those named in BARE start from the ready image when it is built for today's
+    roles (:func:`meshctl.localmesh.ready.bed_image`): what the roles install is there already."""
+    from meshctl.localmesh import ready as ready_images
+
+    plain = f"meshctl-node:{suite}"
+    prepared = ready_images.bed_image(suite) if ready else plain
     nodes = plan_nodes(spec.names, spec.subnet)
     if _docker("network", "inspect", spec.network, check=False).returncode != 0:
         _docker("network", "create", "--subnet", spec.subnet, spec.network)
@@ -164,6 +172,7 @@ def up(suite: str = "bookworm", say=print, spec: LocalMesh = DEMO) -> list[Node]
             else:
                 say(f"node {node.name}: already running, kept")
             continue
+        image = plain if node.name in bare else prepared
         subprocess.run(run_args(node, image, spec.network), capture_output=True, text=True, check=True)
         say(f"node {node.name}: started at {node.address} from {image}")
     for node in nodes:

@@ -145,7 +145,7 @@ def bed(tmp_path_factory):
     bed = PodBed(tmp_path_factory.mktemp("pod"))
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(bed.key))
     public = bed.key.with_suffix(".pub").read_text()
-    nodes.up("bookworm", say=lambda _m: None, spec=SPEC)
+    nodes.up("bookworm", say=lambda _m: None, spec=SPEC, ready=True)
     nodes.authorize("pod-head", public)
     install_standin("pod-head", [KEY])
     build_pod_image()

@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meshctl.localmesh import nodes
+from meshctl.localmesh import nodes, ready
 from tests.cloud_standin import KEY, DockerBackend, Standin
 from tests.e2e import (
     BED_SETTINGS,
@@ -179,7 +179,7 @@ class Instances(DockerBackend):
 
     def make(self, machine) -> str:
         name, ip = f"{LAUNCHED}{machine.id[-4:]}", next(self.addresses)
-        args = nodes.run_args(nodes.Node(name, ip), f"meshctl-node:{SUITE}", SPEC.network)
+        args = nodes.run_args(nodes.Node(name, ip), ready.bed_image(SUITE), SPEC.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")
         subprocess.run(["docker", "exec", "-i", name, "bash"], input=VM, text=True, check=True)
@@ -231,9 +231,9 @@ def bed(tmp_path_factory):
     if stale_instances():  # instances of a run that was cut short
         subprocess.run(["docker", "rm", "-f", "-v", *stale_instances()], capture_output=True, check=False)
     nodes.down(say=lambda _m: None, spec=SPEC)
-    nodes.up(SUITE, say=lambda _m: None, spec=SPEC)
+    nodes.up(SUITE, say=lambda _m: None, spec=SPEC, ready=True)
     subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=True)
-    args = nodes.run_args(nodes.Node("power-n1", N1), f"meshctl-node:{SUITE}", SPEC.network)
+    args = nodes.run_args(nodes.Node("power-n1", N1), ready.bed_image(SUITE), SPEC.network)
     subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
     assert nodes.wait_running("power-n1") in ("running", "degraded")
     for name in SPEC.names:
