@@ -173,6 +173,7 @@ def ensure_account_files(path: str, filename: str, files: dict[str, str], absent
 ASK = "/api/2.0/mlflow/experiments/search?max_results=1"
 CREATE = "/api/2.0/mlflow/users/create"
 UPDATE = "/api/2.0/mlflow/users/update-password"
+DELETE = "/api/2.0/mlflow/users/delete"  # method DELETE, body {"username": ...}; 404 when there is none
 
 
 def basic_auth(username: str, password: str) -> str:
@@ -217,6 +218,47 @@ def reconcile(accounts: dict[str, str], ask, create, update, check: bool) -> dic
         result["updated"].append(name)
     result["changed"] = bool(result["created"] or result["updated"] or result["missing"])
     return result
+
+
+# ---- accounts of holders who are gone ----------------------------------------------------------
+#
+# meshctl deletes only the accounts it gave out itself (the names of the last run's accounts, kept
+# in a root-only file): an account somebody made on the server another way is never touched, and
+# the admin's never. A job user taken out of the mesh loses their account, and with it the password
+# their old account file holds.
+
+
+def names_body(username: str) -> str:
+    """The JSON body of MLflow's users/delete."""
+    return json.dumps({"username": username})
+
+
+def retire(given: list[str], accounts: dict[str, str], admin: str, delete, check: bool) -> list[str]:
+    """Delete every account meshctl GIVEN out that ACCOUNTS no longer holds (never ADMIN).
+
+    ``delete(name)`` is the status of the admin's users/delete (200: deleted, 404: already gone).
+    In check mode nothing is deleted. Returns the names deleted (or that would be)."""
+    retired = []
+    for name in sorted(set(given) - set(accounts) - {admin}):
+        if check:
+            retired.append(name)
+            continue
+        status = delete(name)
+        if status == 200:
+            retired.append(name)
+        elif status != 404:
+            raise AccountsError(f"the server answered {status} when the admin account deleted {name}")
+    return retired
+
+
+def read_given(path: str) -> list[str]:
+    """The names of the accounts meshctl gave out, from the stamp-like file at PATH ([] if none)."""
+    text = read_stamp(path)
+    return [] if not text else sorted(json.loads(text))
+
+
+def write_given(path: str, names: list[str]) -> None:
+    write_stamp(path, json.dumps(sorted(names)))
 
 
 # ---- asked once until something could have changed them -----------------------------------

@@ -16,6 +16,9 @@ description:
     does not take (401) is created with the admin account (C(users/create)); where that name exists
     with another password (someone signed up first under it), the admin sets the password
     (C(users/update-password)).
+  - With O(given), the accounts the module gave out on an earlier run that O(accounts) no longer
+    holds (a job user taken out of the mesh) are deleted (C(users/delete)); an account made on the
+    server another way, and the admin's, are never deleted.
   - Passwords are secrets (O(accounts) and O(admin_password) are no_log); the module returns
     account names only.
   - In check mode it only asks, and names the accounts a run would create or set in RV(missing).
@@ -46,6 +49,11 @@ options:
     type: path
   stamp:
     description: Where the module keeps what it found (root's, 0600; its folder root's and made when missing).
+    type: path
+  given:
+    description:
+      - Where the module keeps the names of the accounts it gave out (root's, 0600; its folder
+        root's), read to find the accounts to delete.
     type: path
   timeout:
     description: Seconds each request may take.
@@ -86,6 +94,11 @@ missing:
   returned: always
   type: list
   elements: str
+retired:
+  description: The accounts deleted (in check mode, that a run would delete).
+  returned: always
+  type: list
+  elements: str
 asked:
   description: Whether the server was asked (false when O(stamp) said nothing could have changed).
   returned: always
@@ -98,13 +111,18 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_accounts import (
     ASK,
     CREATE,
+    DELETE,
     UPDATE,
     AccountsError,
     account_body,
     basic_auth,
     checked_key,
+    names_body,
+    read_given,
     read_stamp,
     reconcile_once,
+    retire,
+    write_given,
     write_stamp,
 )
 
@@ -118,6 +136,7 @@ def main():
             "accounts": {"type": "dict", "required": True, "no_log": True},
             "database": {"type": "path"},
             "stamp": {"type": "path"},
+            "given": {"type": "path"},
             "timeout": {"type": "int", "default": 30},
         },
         supports_check_mode=True,
@@ -145,11 +164,29 @@ def main():
     def update(name, password):
         return status(UPDATE, "PATCH", admin, account_body(name, password))
 
+    def delete(name):
+        return status(DELETE, "DELETE", admin, names_body(name))
+
     accounts = {str(name): str(password) for name, password in params["accounts"].items()}
+    given = read_given(params["given"]) if params["given"] else []
+    try:
+        retired = retire(given, accounts, params["admin_username"], delete, module.check_mode)
+    except AccountsError as err:
+        module.fail_json(msg=f"MLflow accounts at {base}: {err}")
+    except Exception as err:  # the server unreachable: say which, never a password
+        module.fail_json(msg=f"MLflow accounts at {base}: the server could not be asked ({type(err).__name__}: {err})")
+    if params["given"] and not module.check_mode and given != sorted(accounts):
+        try:
+            write_given(params["given"], sorted(accounts))
+        except (AccountsError, OSError) as err:
+            module.fail_json(msg=f"MLflow accounts: could not keep the accounts given out in {params['given']}: {err}")
     stamp = params["stamp"] if params["database"] else None
     found = checked_key(accounts, params["database"]) if stamp else None
     if found is not None and read_stamp(stamp) == found:
-        module.exit_json(changed=False, taken=sorted(accounts), created=[], updated=[], missing=[], asked=False)
+        module.exit_json(
+            changed=bool(retired), taken=sorted(accounts), created=[], updated=[], missing=[], retired=retired,
+            asked=False,
+        )  # fmt: skip
     try:
         result, keep = reconcile_once(
             accounts, ask, create, update, module.check_mode, lambda: checked_key(accounts, params["database"] or "")
@@ -163,7 +200,8 @@ def main():
             write_stamp(stamp, keep)
         except (AccountsError, OSError) as err:
             module.fail_json(msg=f"MLflow accounts: could not keep what was found in {stamp}: {err}")
-    module.exit_json(asked=True, **result)
+    result["changed"] = result["changed"] or bool(retired)
+    module.exit_json(asked=True, retired=retired, **result)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,11 @@ class Server:
         self.users[name] = password
         return 200
 
+    def delete(self, name):
+        """users/delete: 200, or 404 when there is no such user (mlflow/server/auth, 3.17)."""
+        self.calls.append(("delete", name))
+        return 200 if self.users.pop(name, None) is not None else 404
+
 
 def test_the_server_gets_each_missing_account_and_each_wrong_password_set(mod):
     server = Server({"root": "r", "alice": "squatter", "mesh": "admin"})
@@ -274,3 +279,35 @@ def test_what_is_kept_is_a_pass_that_changed_nothing_with_the_store_still(mod):
     assert keep is None
     _, keep = mod.reconcile_once({"root": "r"}, server.ask, server.create, server.update, check=True, key=lambda: "k")
     assert keep is None  # a dry run keeps nothing
+
+
+def test_only_accounts_meshctl_gave_out_and_no_longer_holds_are_deleted(mod):
+    server = Server({"root": "r", "alice": "a", "bob": "b", "outsider": "o", "mesh": "admin"})
+    given = ["alice", "bob", "root", "mesh"]  # the admin's name, were it ever listed, is never deleted
+    retired = mod.retire(given, {"root": "r", "alice": "a"}, "mesh", server.delete, check=False)
+    assert retired == ["bob"]
+    assert set(server.users) == {"root", "alice", "outsider", "mesh"}  # nobody else's account
+    assert server.calls == [("delete", "bob")]
+    # Already gone (deleted by hand): nothing to say, no error; check mode deletes nothing.
+    assert mod.retire(["bob"], {}, "mesh", server.delete, check=False) == []
+    server.calls.clear()
+    assert mod.retire(["alice"], {}, "mesh", server.delete, check=True) == ["alice"]
+    assert server.calls == [] and "alice" in server.users
+
+
+def test_a_refused_delete_stops_with_what_the_server_said(mod):
+    with pytest.raises(mod.AccountsError, match="answered 403 when the admin account deleted bob"):
+        mod.retire(["bob"], {}, "mesh", lambda _name: 403, check=False)
+    assert json.loads(mod.names_body("bob")) == {"username": "bob"}
+
+
+@needs_root
+def test_the_list_of_accounts_given_out_is_roots_alone(mod, tmp_path):
+    folder = tmp_path / "meshctl"
+    path = str(folder / "given")
+    assert mod.read_given(path) == []
+    mod.write_given(path, ["root", "alice"])
+    assert mod.read_given(path) == ["alice", "root"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o666)  # others may write it: not believed (nothing is deleted on its word)
+    assert mod.read_given(path) == []
