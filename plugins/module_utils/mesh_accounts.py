@@ -213,6 +213,11 @@ def reconcile(accounts: dict[str, str], ask, create, update, check: bool) -> dic
         if status != 400:
             raise AccountsError(f"the server answered {status} when the admin account created {name}")
         status = update(name, password)
+        if status == 404:  # 400 on create was no "exists": the name or the password is refused
+            raise AccountsError(
+                f"the server refused to create {name} (400) and holds no such account: it does not take "
+                "that user name or password (MLflow's password rules: 12 characters at least)"
+            )
         if status != 200:
             raise AccountsError(f"the server answered {status} when the admin account set {name}'s password")
         result["updated"].append(name)

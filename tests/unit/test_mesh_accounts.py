@@ -219,6 +219,7 @@ def test_check_mode_only_asks(mod):
         (500, 200, 200, "answered 500 to a request as bob"),
         (401, 403, 200, "answered 403 when the admin account created bob"),
         (401, 400, 401, "answered 401 when the admin account set bob's password"),
+        (401, 400, 404, r"refused to create bob \(400\) and holds no such account"),
     ],
 )
 def test_unexpected_answers_stop_with_what_the_server_said(mod, ask, create, update, said):
