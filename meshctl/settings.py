@@ -8,6 +8,14 @@ meshctl's own (``known()``: what ``mesh.yml`` records of a node, ``idle_stop``, 
 as Ansible converts: ``"yes"`` is a bool, ``"30"`` an int). A misspelt key would be silently ignored
 by Ansible: here it is refused with its file, line and the closest known name. A variable of the
 user's own (for their playbooks: ``rack``, ``my_site_var``) is outside every namespace and kept.
+
+What a run would refuse later is refused here, with the same code (issue 60): the elements and
+suboptions of a list or dict, by Ansible's own argument-spec validator (what a role's
+``meta/argument_specs.yml`` check runs); a setting with a role's own check (``VALUE_CHECKS``: the
+job users' list, an idle time) by that check's plain function; and a key that is another tool's word
+for stopping an idle machine (``OTHER_TOOLS``: Ansible would keep it silently, and the machine would
+bill on) is refused with meshctl's word. Every command reads the mesh through this (``Mesh.load``),
+so ``meshctl check`` and ``apply`` say the same.
 """
 
 from __future__ import annotations
@@ -31,6 +39,16 @@ RENAMED = {
     "slurm_source_suites": "slurm_build_source_suites",
     "slurm_drain_force": "slurm_controller_drain_force",
     "slurm_drain_timeout": "slurm_controller_drain_timeout",
+}
+# Other tools' words for stopping an idle machine (a host or group variable meshctl would ignore).
+OTHER_TOOLS = {
+    "autostop": "SkyPilot's",
+    "auto_stop": "SkyPilot's",
+    "idle_minutes_to_autostop": "SkyPilot's",
+    "idle_timeout": "dstack's",
+    "idle_duration": "dstack's",
+    "scaledown_idletime": "AWS ParallelCluster's",
+    "suspend_time": "Slurm's (SuspendTime)",
 }
 TRUE_WORDS = ("true", "yes", "on", "1", "false", "no", "off", "0")
 MAX_FILE_BYTES = 1024 * 1024  # a settings file (group_vars, host_vars, mesh.yml) larger is no settings file
@@ -197,6 +215,12 @@ def check_mapping(values: dict, file: str, lines: dict[tuple, int], path: tuple 
         if not isinstance(key, str) or key.startswith("ansible_"):
             continue
         line = lines.get((*path, key), 0)
+        if key in OTHER_TOOLS:
+            said = value if isinstance(value, str) and len(value) <= 12 else "30m"
+            problems.append(Problem(file, line, key, f"`{key}` is {OTHER_TOOLS[key]} word: meshctl ignores it, "
+                                    "and a rented machine would bill on while idle",
+                                    f"did you mean `idle_stop: {said}`?"))  # fmt: skip
+            continue
         if key not in known():
             if not ours(key):
                 continue  # the user's own variable, for their playbooks
@@ -207,11 +231,88 @@ def check_mapping(values: dict, file: str, lines: dict[tuple, int], path: tuple 
                 hint = f"it is now `{RENAMED[key]}`: rename it (Ansible would ignore the old name silently)"
             problems.append(Problem(file, line, key, f"unknown setting `{key}`", hint))
             continue
-        wrong = type_problem(value, (specs().get(key) or {}).get("type"))
+        wrong = type_problem(value, (specs().get(key) or {}).get("type")) or element_problem(key, value)
         if wrong:
             problems.append(Problem(file, line, key, f"`{key}` {wrong}",
                                     f"the role's README says what `{key}` takes"))  # fmt: skip
+            continue
+        found, fix = value_problems(key, value, values)
+        problems += [Problem(file, line, key, f"`{key}`: {message}", fix) for message in found]
     return problems
+
+
+def _templated(value) -> bool:
+    """Whether VALUE holds a Jinja expression anywhere (Ansible decides it at run time, not here)."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_templated(k) or _templated(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_templated(v) for v in value)
+    return isinstance(value, Vaulted)
+
+
+def _plain_spec(spec: dict) -> dict:
+    """A role option's spec as Ansible's validator reads it, without ``required`` (the role's
+    defaults give it) and without what only documents."""
+    keep = ("type", "elements", "choices", "options", "no_log")
+    out = {k: v for k, v in spec.items() if k in keep}
+    if isinstance(out.get("options"), dict):
+        out["options"] = {name: {k: v for k, v in (sub or {}).items() if k != "default"}
+                          for name, sub in out["options"].items()}  # fmt: skip
+    return out
+
+
+def element_problem(key: str, value) -> str | None:
+    """What the role's own argument-spec check would refuse in VALUE's elements or suboptions
+    (Ansible's ArgumentSpecValidator, as `validate_argument_spec` runs it), or None."""
+    spec = specs().get(key) or {}
+    if not any(k in spec for k in ("elements", "choices", "options")) or _templated(value):
+        return None
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    errors = list(ArgumentSpecValidator({key: _plain_spec(spec)}).validate({key: value}).errors.errors)
+    return str(errors[-1]).replace(f" found in '{key}'", "").strip() if errors else None
+
+
+def _idle_time(value, _scope) -> list[str]:
+    power = resources.plugin("filter.power_save")
+    if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "never")):
+        return []
+    try:
+        power.duration_seconds(value)
+    except power.PowerSaveError as exc:
+        return [str(exc)]
+    return []
+
+
+def _by_provider(value, scope) -> list[str]:
+    if not isinstance(value, dict):
+        return ["mesh_idle_stop_by_provider must map a provider to an idle time (paperspace: 30m)"]
+    return [f"{provider}: {p}" for provider, time in value.items() for p in _idle_time(time, scope)]
+
+
+def _job_users(value, scope) -> list[str]:
+    defaults = resources.role_defaults("job_users")
+    group = scope.get("job_users_group", defaults["job_users_group"])
+    gid = scope.get("job_users_gid", defaults["job_users_gid"])
+    return resources.plugin("filter.job_users").job_users_problems(value, group, gid)
+
+
+# A setting with a check of its own in a role or in meshctl: the same plain function, here first.
+VALUE_CHECKS = {
+    "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
+    "mesh_idle_stop_by_provider": (_by_provider, "give each provider an idle time: {paperspace: 30m}"),
+    "job_users_list": (_job_users, "write each user as {name: alice, uid: 2001} (roles/job_users/README.md)"),
+}
+
+
+def value_problems(key: str, value, scope: dict) -> tuple[list[str], str]:
+    """What the setting's own check refuses in VALUE (SCOPE: the other settings beside it), and its fix."""
+    checker, fix = VALUE_CHECKS.get(key, (None, ""))
+    if checker is None or _templated(value):
+        return [], fix
+    return checker(value, scope), fix
 
 
 def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
