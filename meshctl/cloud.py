@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl import resources
-from meshctl.errors import ProviderError, UsageError
+from meshctl.errors import PartialError, ProviderError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import RENTED, Node, check_host
 from meshctl.vault import for_mesh, read_secret, write_secret
@@ -205,6 +205,19 @@ def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = No
         except (ProviderError, UsageError) as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     return answers, problems
+
+
+def raise_for_problems(problems: dict[str, str], answered: int, listed: str) -> None:
+    """The end of a command that asked every provider: exit 8 (ProviderError) when none answered,
+    7 (PartialError) when some did, whose LISTED (offers, machines) are shown above."""
+    if not problems:
+        return
+    said = "; ".join(f"{p}: {m}" for p, m in problems.items())
+    if not answered:
+        raise ProviderError(f"no provider answered: {said}",
+                            hint="check this machine's network and each account (`meshctl provider list`), "
+                            "then run the command again")  # fmt: skip
+    raise PartialError(f"some providers did not answer: {said}", hint=f"the {listed} of the others are listed above")
 
 
 def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | None = None):

@@ -8,7 +8,6 @@ import json
 import click
 
 from meshctl import cloud, display
-from meshctl.errors import PartialError
 from meshctl.mesh import Mesh
 from meshctl.options import json_option, mesh_option
 
@@ -54,6 +53,5 @@ def command(provider, as_json, mesh_dir) -> None:
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
             display.echo(cloud.THIRD_PARTY_HOST)
-    if problems:
-        raise PartialError("some providers did not answer: " + "; ".join(f"{p}: {m}" for p, m in problems.items()),
-                           hint="the machines of the others are listed above")  # fmt: skip
+    asked = [provider] if provider else cloud.configured(mesh)
+    cloud.raise_for_problems(problems, len(asked) - len(problems), "machines")

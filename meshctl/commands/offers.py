@@ -8,7 +8,6 @@ import json
 import click
 
 from meshctl import cloud, display
-from meshctl.errors import PartialError
 from meshctl.mesh import Mesh
 from meshctl.options import json_option, mesh_option
 
@@ -53,6 +52,5 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
         for name in silent:
             display.echo(f"{name}: its API lists no machine types or prices; `meshctl launch {name} --type T` "
                          "rents one by name")  # fmt: skip
-    if problems:
-        raise PartialError("some providers did not answer: " + "; ".join(f"{p}: {m}" for p, m in problems.items()),
-                           hint="the offers of the others are listed above")  # fmt: skip
+    asked = [provider] if provider else cloud.configured(mesh)
+    cloud.raise_for_problems(problems, len(asked) - len(problems), "offers")

@@ -15,6 +15,11 @@ from meshctl.ops import status as status_op
 from meshctl.options import json_option, mesh_option, verbose_option
 
 
+def price(row) -> str:
+    """A node's $/h cell: `?` for a rented node whose provider did not answer in time, `-` for none."""
+    return display.dollars(row.price_per_hour, "?" if row.price_unknown else "-")
+
+
 class Unhealthy(MeshctlError):
     exit_code = 1
 
@@ -37,7 +42,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     nodes, mesh_vars = mesh.load()
     timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
     rows, mlflow, healthy = status_op.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
-    priced = any(r.price_per_hour is not None for r in rows)
+    priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "cost_per_hour": total if priced else None,
@@ -50,13 +55,16 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
             [*columns, *(["$/h"] if priced else []), "note"],
             [
                 [r.name, r.role, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
-                 r.autostop, *([display.dollars(r.price_per_hour)] if priced else []), r.error]
+                 r.autostop, *([price(r)] if priced else []), r.error]
                 for r in rows
             ],
         )  # fmt: skip
         display.echo(f"MLflow on the head: {mlflow}")
         if priced:
-            display.echo(f"cost: ${total:.2f}/h for the rented nodes (`meshctl machines` lists every instance)")
+            unknown = " and what the `?` nodes bill (their provider did not answer)" if any(
+                r.price_unknown for r in rows) else ""  # fmt: skip
+            display.echo(f"cost: ${total:.2f}/h for the rented nodes{unknown} "
+                         "(`meshctl machines` lists every instance)")  # fmt: skip
     if not healthy:
         unreachable_only = all(not r.ssh for r in rows if not r.healthy)
         raise Unhealthy(

@@ -31,6 +31,7 @@ class NodeStatus:
     healthy: bool = field(default=False)
     problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
     price_per_hour: float | None = None  # what its provider bills for it now (meshctl/cloud.py); None: unknown
+    price_unknown: bool = False  # a rented node whose provider did not answer in time: shown as `?`
     role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"
     autostop: str = "-"  # its idle_stop as written in mesh.yml ("-": never stopped when idle)
 
@@ -155,6 +156,11 @@ def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, ta
     return result
 
 
+# Seconds status waits for the providers' prices once the nodes are read (they are asked meanwhile):
+# offline, or with a provider slow to answer, the table comes at once with `?` for the price.
+PRICE_WAIT = 1.0
+
+
 def status(
     mesh: Mesh,
     nodes: list[Node],
@@ -188,11 +194,12 @@ def status(
         else:
             rows.append(unreachable_status(node, node is head, said.get(node.name, "did not answer"),
                                            slurm_nodes.get(node.name, {})))  # fmt: skip
-    costs, _problems = prices.result()
+    costs, price_problems = prices.result(timeout=PRICE_WAIT)
     by_name = {n.name: n for n in nodes}
     for row in rows:
         row.price_per_hour = costs.get(row.name)
         node = by_name[row.name]
+        row.price_unknown = row.price_per_hour is None and bool(node.instance) and bool(price_problems)
         row.role = "head" if "head" in node.roles else "compute"
         stop = node.extra.get("idle_stop")
         row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"

@@ -23,6 +23,7 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -273,6 +274,13 @@ def rate_limit_wait(header):
     return wait
 
 
+def _offline(exc):
+    """Whether a connection error says the API cannot be reached from here at all: its name does not
+    resolve (socket.gaierror: offline, a typo) or its address refuses the connection."""
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, (socket.gaierror, ConnectionRefusedError))
+
+
 class Http:
     """JSON requests to one provider's API with its key, paced and retried.
 
@@ -377,7 +385,9 @@ class Http:
                     continue
                 raise self._error(method, path, status, payload) from None
             except (urllib.error.URLError, OSError) as exc:
-                if method == "GET" and attempt < self.retries:
+                # A name this machine cannot resolve, or an address that refuses: offline, or the
+                # wrong address. Asked again it answers the same; a timeout or a reset may not.
+                if method == "GET" and attempt < self.retries and not _offline(exc):
                     self._wait(_delay(None, attempt), ends, what)
                     continue
                 reason = getattr(exc, "reason", exc)

@@ -413,6 +413,26 @@ def test_one_provider_failing_does_not_hide_the_others(mesh, runpod, monkeypatch
     assert shown.exit_code == 7 and "running: $0.27/h (and what lambda bill: not known, no answer)" in shown.output
 
 
+@pytest.mark.parametrize("command", ["machines", "offers"])
+def test_every_provider_down_is_exit_8_and_says_none_answered(mesh, monkeypatch, command):
+    cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+    cloud.add_account(mesh, {}, "runpod", KEY, check=False)
+    monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", "http://127.0.0.1:9/api/v1")
+    monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", "http://127.0.0.1:9/v1")
+    made = cloud.client
+
+    def no_waiting(*args):
+        c = made(*args)
+        c.http.sleep = lambda seconds: None
+        return c
+
+    monkeypatch.setattr(cloud, "client", no_waiting)
+    shown = CliRunner().invoke(cli, [command, "--mesh", str(mesh.path)], terminal_width=200)
+    assert shown.exit_code == 8, shown.output
+    assert "no provider answered: lambda:" in shown.output and "runpod:" in shown.output
+    assert "listed above" not in shown.output and "meshctl provider list" in shown.output
+
+
 def test_add_node_of_an_instance_takes_its_address_user_and_provider(mesh, runpod):
     cloud.add_account(mesh, {}, "runpod", KEY)
     pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)

@@ -185,3 +185,29 @@ def test_the_power_program_says_a_broken_entry_and_goes_on(program):  # noqa: F8
     calls = program.calls.read_text()
     assert "nodename=n1 state=down reason=meshctl: runpod could not stop it: KeyError" in calls
     assert "nodename=n2 state=down" in calls
+
+
+@pytest.mark.parametrize(
+    ("reason", "tries"),
+    [
+        (__import__("socket").gaierror(-3, "Temporary failure in name resolution"), 1),  # offline: once
+        (ConnectionRefusedError(111, "Connection refused"), 1),
+        (TimeoutError("timed out"), 5),  # may answer next time: 1 + 4 retries
+        (ConnectionResetError(104, "reset"), 5),
+    ],
+)
+def test_a_provider_this_machine_cannot_reach_at_all_is_asked_once(reason, tries):
+    """Offline (issue 60 item 5): a name that does not resolve, or a refusal, answers the same when
+    asked again, so a read fails at once instead of after 1 + 2 + 4 + 8 s of retries."""
+    asked = []
+
+    def opener(request, timeout):
+        asked.append(request.full_url)
+        raise urllib.error.URLError(reason)
+
+    api, timer = client("lambda", opener)
+    with pytest.raises(mod("mesh_cloud").CloudError, match="cannot be reached") as caught:
+        api.list()
+    assert caught.value.kind == "unreachable"
+    assert len(asked) == tries
+    assert (timer.slept == []) == (tries == 1)  # no wait at all when asked once

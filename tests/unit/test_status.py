@@ -364,6 +364,7 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
     from meshctl import cloud
     from tests.cloud_standin import KEY, Standin
 
+    monkeypatch.setattr(status_op, "PRICE_WAIT", 30.0)  # a loaded test machine: the stand-in's answer is awaited
     with Standin("runpod") as api:
         monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
         pod = api.add("gpu1", "NVIDIA RTX A5000", 2, 0.54)
@@ -382,6 +383,39 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         api.backend.stop(pod)
         rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
         assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: it costs nothing an hour
+
+
+def test_status_does_not_wait_for_a_provider_that_does_not_answer_and_shows_a_question_mark(mesh, fake, monkeypatch):
+    """Offline or a slow provider (issue 60 item 5): the nodes' table comes once they are read, the
+    price of a rented node `?`, never after the provider's own timeouts."""
+    import socket
+    import threading
+
+    from meshctl import cloud
+    from tests.cloud_standin import KEY
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts, never answers
+    accepted = threading.Event()
+    threading.Thread(target=lambda: (silent.accept(), accepted.set()), daemon=True).start()
+    monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", f"http://127.0.0.1:{silent.getsockname()[1]}/v1")
+    monkeypatch.setattr(status_op, "PRICE_WAIT", 0.2)
+    cloud.add_account(mesh, {}, "runpod", KEY, check=False)
+    nodes, mesh_vars = mesh.load()
+    nodes[1].instance, nodes[1].provider = "runpod:pod-1", "runpod"
+    mesh.save(nodes, mesh_vars)
+    fake.reads = healthy_reads()
+    try:
+        text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
+        assert accepted.wait(5)  # the provider was asked, and had not answered when the table came
+        gpu1 = next(line for line in text.splitlines() if line.strip().startswith("gpu1"))
+        assert "?" in gpu1.split()
+        assert "what the `?` nodes bill (their provider did not answer)" in text
+        rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
+        assert {r.name: r.price_unknown for r in rows} == {"head": False, "gpu1": True, "cpu1": False}
+    finally:
+        silent.close()
 
 
 def test_status_without_provider_accounts_has_no_price_column(mesh, fake):
