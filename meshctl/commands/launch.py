@@ -55,6 +55,11 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         raise UsageError(f"a node named {name} is already in the mesh", hint="pick another --name")
     options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image,
                "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
+    accounts = cloud.configured(mesh)
+    if not accounts or (provider and provider not in accounts) or (gpu and only != "any" and only not in accounts):
+        which = provider or (only if only != "any" else "lambda|runpod|paperspace")
+        raise UsageError(f"the mesh has no {which if which in cloud.PROVIDERS else 'provider'} account to rent from",
+                         hint=f"`meshctl provider add {which} --key-file FILE` first, then run this again")  # fmt: skip
     price = None
     if gpu:
         wanted, count = cloud.parse_gpu(gpu)
@@ -87,7 +92,9 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
     if options.get("cloud") == "COMMUNITY":
         display.echo(cloud.THIRD_PARTY_HOST)
-    cost = f" at ${price:.2f}/h" if price is not None else ""
+    if not gpu:  # what the named type costs, from the provider's own offers, in the question
+        price = typed_price(mesh, mesh_vars, provider, kind, options.get("cloud"))
+    cost = f" at ${price:.2f}/h" if price is not None else " (its price: not listed by the provider)"
     confirm(f"rent a {kind} at {can.title}{cost} as {name}? It bills until it is stopped or deleted", yes)
     display.echo(f"launching {kind} at {provider} as {name} ...")
     inst = cloud.launch(mesh, mesh_vars, provider, kind, name, options)
@@ -107,3 +114,13 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         )
         raise
     display.echo(f"{name} is active; `meshctl status` shows the mesh")
+
+
+def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None):
+    """What PROVIDER's offers say a KIND costs an hour (in CLOUD_TYPE, Runpod's Secure Cloud unless
+    told: a launch's default), or None (not listed, or no answer)."""
+    rows, _problems = cloud.offers(mesh, mesh_vars, None, None, provider)
+    wanted = cloud_type or "SECURE"
+    prices = [r.price_per_hour for r in rows
+              if r.type == kind and r.price_per_hour is not None and r.cloud in ("", wanted)]  # fmt: skip
+    return min(prices) if prices else None

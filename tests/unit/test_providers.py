@@ -369,6 +369,25 @@ def test_launch_gpu_names_the_offer_its_price_and_asks_first(mesh, two_providers
     )
 
 
+def test_launch_checks_the_account_first_and_asks_with_the_price_of_the_named_type(mesh, two_providers, tmp_path):
+    _lam, rp = two_providers
+    asked = CliRunner().invoke(cli, ["launch", "runpod", "--type", "NVIDIA RTX A5000", "--name", "n1",
+                                     "--mesh", str(mesh.path)])  # fmt: skip
+    assert asked.exit_code == UsageError.exit_code, asked.output  # no terminal to ask on: -y needed
+    assert "rent a NVIDIA RTX A5000 at Runpod at $0.27/h as n1?" in asked.output  # Secure Cloud's price
+    assert ("POST", "/v2/pods") not in rp.requests
+    (mesh.path / "secrets" / "providers" / "runpod.key").unlink()
+    without = CliRunner().invoke(cli, ["launch", "runpod", "--type", "NVIDIA RTX A5000", "--name", "n1", "-y",
+                                       "--mesh", str(mesh.path)])  # fmt: skip
+    assert without.exit_code == UsageError.exit_code
+    assert "the mesh has no runpod account" in without.output and "meshctl provider add runpod" in without.output
+    for name in ("lambda",):
+        (mesh.path / "secrets" / "providers" / f"{name}.key").unlink()
+    none = CliRunner().invoke(cli, ["launch", "--gpu", "A10", "--name", "n1", "-y", "--mesh", str(mesh.path)])
+    assert none.exit_code == UsageError.exit_code and "no provider account" in none.output
+    assert "offers --all" not in none.output
+
+
 def test_remove_node_terminate_asks_first(mesh, two_providers):
     _lam, rp = two_providers
     pod = rp.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
