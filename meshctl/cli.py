@@ -47,6 +47,12 @@ class MeshctlGroup(click.Group):
         module = COMMANDS.get(cmd_name)
         return importlib.import_module(f"meshctl.commands.{module}").command if module else None
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """click's, keeping the command line as given (``ctx.meta["argv"]``): an error's fix names the
+        command to run again with its arguments (runner.again)."""
+        ctx.meta["argv"] = [click.utils.make_str(a) for a in args]
+        return super().parse_args(ctx, args)
+
     def resolve_command(self, ctx: click.Context, args: list[str]):
         """click's, with the command a mistyped name is closest to (`statsu`: did you mean status?)."""
         name = click.utils.make_str(args[0]) if args else ""

@@ -76,16 +76,30 @@ class RunResult:
         return bool(counts) and not counts.get("failed") and not counts.get("unreachable")
 
 
+# What Ansible says of a failure when the task's own words are elsewhere (stderr, the items).
+GENERIC_MESSAGES = ("non-zero return code", "All items completed", "One or more items failed",
+                    "MODULE FAILURE", "See stdout/stderr for the exact error")  # fmt: skip
+
+
+def _generic(text: str) -> bool:
+    return any(text.strip().startswith(g) for g in GENERIC_MESSAGES)
+
+
 def _message(res: dict) -> str:
+    """The failing task's own words: a loop's failed items' (not "All items completed"), a command's
+    stderr (not "non-zero return code"), else the first line of its message."""
     results = res.get("results")
     if isinstance(results, list):  # a loop: what the failed items said, not "One or more items failed"
-        said = [_message(r) for r in results if isinstance(r, dict) and r.get("failed")]
+        failed = [r for r in results if isinstance(r, dict) and (r.get("failed") or r.get("rc") not in (None, 0))]
+        said = [_message(r) for r in failed]
         if said:
             return "; ".join(dict.fromkeys(said[:3]))[:800]
     for key in ("msg", "stderr", "module_stderr", "stdout"):
-        value = res.get(key)
-        if value:
-            return str(value).strip().splitlines()[-1][:500] if key != "msg" else str(value)[:800]
+        value = str(res.get(key) or "").strip()
+        if not value or (key == "msg" and _generic(value) and any(res.get(k) for k in ("stderr", "module_stderr"))):
+            continue
+        lines = [line for line in value.splitlines() if line.strip()]
+        return (lines[0] if key == "msg" else lines[-1])[:500]
     return "failed (no message)"
 
 
@@ -450,6 +464,18 @@ def run_playbook(
         if log is not None:
             log.close()
             progress.log = None
+
+
+def again(fallback: str = "meshctl apply") -> str:
+    """The command line this run was started with, quoted for a shell (`meshctl add-node root@x
+    --name n1`): what an error's fix tells the user to run again. FALLBACK outside a command."""
+    import shlex
+
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    argv = ctx.meta.get("argv") if ctx is not None else None
+    return "meshctl " + shlex.join(argv) if argv else fallback
 
 
 def raise_for(result: RunResult, retry: str) -> None:

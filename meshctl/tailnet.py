@@ -113,10 +113,11 @@ def check_key(key: str, tags: list, source: str) -> str:
     """The key's kind; UsageError (which never quotes the key) when it cannot be one."""
     kind = _plugin().auth_key_kind(key)
     if kind is None:
-        raise UsageError(
-            f"{source} does not hold a Tailscale auth key" + key_shape_problem(key),
-            hint=f"make one in the admin console (Settings > Keys); meshctl accepts {KEY_SHAPES}",
-        )
+        shape = key_shape_problem(key)
+        # Only what is around the key is wrong: the fix is to edit the file, not to make a new key.
+        hint = (f"edit {source}{shape.split(';', 1)[1]}, then run the command again" if shape
+                else f"make one in the admin console (Settings > Keys); meshctl accepts {KEY_SHAPES}")  # fmt: skip
+        raise UsageError(f"{source} does not hold a Tailscale auth key" + shape.split(";", 1)[0], hint=hint)
     if kind == "client" and not tags:
         raise UsageError(
             f"{source} holds an OAuth client secret, which can only register tagged nodes",

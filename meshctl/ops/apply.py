@@ -89,7 +89,7 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
             progress.note(f"{name}: {why}; not changed: a job for it (or `scontrol update nodename={name} "
                           f"state=power_up` on the head) starts it, then `meshctl apply --limit {name}`")  # fmt: skip
     if not partial:
-        runner.raise_for(result, "fix the problem shown and run `meshctl apply` again")
+        runner.raise_for(result, f"fix the problem shown and run `{runner.again('meshctl apply')}` again")
     if not check:
         result.notes = tailnet.record_addresses(reached, result.reports, nodes, tailnet.tailnet_cidr(mesh))
         changed = bool(result.notes)

@@ -30,7 +30,8 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
     result = session.run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node],
                          extravars=extravars, verbosity=verbosity)  # fmt: skip
     if result.failed or head.name in result.unreachable:
-        retry = f"{name} is still in the mesh; fix the problem and run `meshctl remove-node {name}` again"
+        again = runner.again(f"meshctl remove-node {name}")
+        retry = f"{name} is still in the mesh; fix the problem and run `{again}` again"
         runner.raise_for(result, retry)
     if name in result.unreachable:
         say(

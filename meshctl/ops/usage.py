@@ -162,7 +162,7 @@ def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, unt
         mitogen=False,
         stream=bool(verbosity),
     )
-    runner.raise_for(result, "fix the problem and run `meshctl usage` again")
+    runner.raise_for(result, f"fix the problem and run `{runner.again('meshctl usage')}` again")
     lines = (result.reports.get(head_of(nodes).name) or {}).get("lines") or []
     facts = mesh.load_facts()
     gpus = {n: len([g for g in f.get("gpus", []) if g.get("file")]) for n, f in facts.items()}

@@ -307,16 +307,19 @@ def test_a_failed_init_leaves_no_stored_key_behind(tmp_path, monkeypatch, folder
 
 
 @pytest.mark.parametrize(
-    ("text", "said"),
+    ("text", "said", "fix"),
     [
-        (f"TS_AUTHKEY={NEW}", "it holds an assignment (TS_AUTHKEY=...); keep only the key"),
-        (f'"{NEW}"', "the key is in quotes; keep only the key, without them"),
-        (f"{NEW}\n{NEW}", "it holds 2 lines; keep only the key, on one line"),
+        (f"TS_AUTHKEY={NEW}", "it holds an assignment (TS_AUTHKEY=...)", "keep only the key"),
+        (f'"{NEW}"', "the key is in quotes", "keep only the key, without them"),
+        (f"{NEW}\n{NEW}", "it holds 2 lines", "keep only the key, on one line"),
     ],
 )
-def test_a_key_file_with_more_than_the_key_says_what_to_remove(tailnet_mesh, fake, tmp_path, text, said):
+def test_a_key_file_with_more_than_the_key_says_what_to_remove(tailnet_mesh, fake, tmp_path, text, said, fix):
     result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, text))
-    assert result.exit_code == 2 and said in " ".join(result.output.split()) and NEW not in result.output
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2 and said in out and NEW not in result.output
+    fix_line = out[out.index("fix:"):]
+    assert fix in fix_line and "admin console" not in fix_line  # edit the file: no new key is needed
     assert fake == []
 
 

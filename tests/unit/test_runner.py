@@ -165,3 +165,35 @@ def test_the_live_table_shows_the_task_dimmed_not_its_markup():
     shown = screen.getvalue()
     assert "[dim]" not in shown and "Install slurmd [/dim]" in shown and "Converge [head]" in shown
     assert "\x1b[2m" in shown  # dim, as a terminal shows it
+
+
+def test_a_failure_is_told_by_the_tasks_own_words_not_ansibles_generic_ones():
+    said = runner._message
+    # A command: its stderr's last line, not "non-zero return code".
+    command = {"msg": "non-zero return code", "rc": 1, "stderr": "scontrol: error:\nUnable to contact slurm controller"}
+    assert said(command) == "Unable to contact slurm controller"
+    # A loop whose items failed through failed_when: what they said, not "All items completed".
+    item = {"item": "n1", "rc": 1, "failed": True, "msg": "non-zero return code",
+            "stderr": "slurm_update error: Unable to contact slurm controller"}  # fmt: skip
+    looped = {"msg": "All items completed", "results": [item, {"item": "n2", "rc": 0, "failed": False}]}
+    assert said(looped) == "slurm_update error: Unable to contact slurm controller"
+    # A task's own message: its first line.
+    assert said({"msg": "slurm_accounting is on but the head has no sacct: run `meshctl apply`\nmore"}) == (
+        "slurm_accounting is on but the head has no sacct: run `meshctl apply`"
+    )
+    assert said({}) == "failed (no message)"
+
+
+def test_the_fix_of_a_failed_run_names_the_command_as_it_was_given(mesh, monkeypatch):
+    from click.testing import CliRunner
+
+    from meshctl.cli import cli
+
+    failure = runner.Failure("head", "Start slurmctld", "slurmctld: fatal")
+    failed = runner.RunResult("failed", 2, [failure], {"head": {"failed": 1}})
+    monkeypatch.setattr(runner, "run_playbook", lambda *a, **k: failed)
+    out = CliRunner().invoke(cli, ["apply", "--mesh", str(mesh.path), "--limit", "head"], terminal_width=300)
+    assert out.exit_code == 5, out.output
+    assert "Ansible failed at task 'Start slurmctld' on head: slurmctld: fatal" in out.output
+    assert f"run `meshctl apply --mesh {mesh.path} --limit head` again" in " ".join(out.output.split())
+    assert runner.again("meshctl apply") == "meshctl apply"  # outside a command

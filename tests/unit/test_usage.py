@@ -102,3 +102,37 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
     ((playbook, kw),) = calls
     assert playbook == "usage.yml" and kw["limit"] == runner.limit_to(["head"])  # the head only
     assert kw["extravars"] == {"slurm_accounting_usage_start": "2026-11-01", "slurm_accounting_usage_end": "now"}
+
+
+def test_usage_on_a_head_without_accounting_yet_says_to_apply_first(tmp_path):
+    """slurm_accounting set, never applied (no sacct on the head): the role's own words and the fix,
+    not the command module's "Error executing command" (issue 60 item 4). A real run, on this machine."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from meshctl import resources
+
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.import_role: {name: meshctl.mesh.slurm_accounting, tasks_from: usage,"
+        " rolespec_validate: false}\n"
+    )
+    if shutil.which("sacct", path="/usr/bin:/bin:/usr/sbin:/sbin"):
+        pytest.skip("this machine has sacct")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    collections = str(resources.collections_path(tmp_path / "c"))
+    env.update(PATH="/usr/bin:/bin:/usr/sbin:/sbin", ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))  # fmt: skip
+    settings = {"slurm_accounting": True, "slurm_accounting_usage_start": "2026-11-01",
+                "slurm_accounting_usage_end": "2026-11-28", "ansible_python_interpreter": sys.executable}  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play),
+            "-e", json.dumps(settings)]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "the head has no accounting yet (no sacct)" in done.stdout, done.stdout[-2000:] + done.stderr[-1000:]
+    assert "run `meshctl apply`" in done.stdout and "Error executing command" not in done.stdout
