@@ -318,7 +318,7 @@ def test_a_key_file_with_more_than_the_key_says_what_to_remove(tailnet_mesh, fak
     result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, text))
     out = " ".join(result.output.split())
     assert result.exit_code == 2 and said in out and NEW not in result.output
-    fix_line = out[out.index("fix:"):]
+    fix_line = out[out.index("fix:") :]
     assert fix in fix_line and "admin console" not in fix_line  # edit the file: no new key is needed
     assert fake == []
 
