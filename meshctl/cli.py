@@ -83,11 +83,14 @@ class MeshctlGroup(click.Group):
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for errors.")
 @click.option("--mesh", "mesh_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Mesh directory, before the command as after it (a command's own --mesh wins).")  # fmt: skip
+@click.option("-v", "--verbose", "verbosity", count=True,
+              help="Pass -v to Ansible (repeatable), before the command as after it.")  # fmt: skip
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, mesh_dir: str | None) -> None:
+def cli(ctx: click.Context, debug: bool, mesh_dir: str | None, verbosity: int) -> None:
     """Turn machines you can SSH into into one Slurm GPU cluster over Tailscale."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    ctx.obj["verbosity"] = verbosity
     ctx.obj["mesh_dir"] = mesh_dir  # init's folder when it names none
     if mesh_dir:  # what every command's --mesh falls back to (its MESHCTL_MESH)
         import os

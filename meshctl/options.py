@@ -18,7 +18,32 @@ wait_option = click.option(
     "--wait", "wait", type=click.FloatRange(min=0), default=0, show_default=True,
     help="Seconds to wait when another meshctl run holds the mesh.",
 )  # fmt: skip
-verbose_option = click.option("-v", "--verbose", "verbosity", count=True, help="Pass -v to Ansible (repeatable).")
+
+
+def _verbosity(ctx: click.Context, _param: click.Parameter, value: int) -> int:
+    """The command's -v count plus the group's (`meshctl -v status` as `meshctl status -v`)."""
+    root = ctx.find_root()
+    return int(value or 0) + int(((root.obj or {}) if root is not None else {}).get("verbosity", 0))
+
+
+verbose_option = click.option("-v", "--verbose", "verbosity", count=True, callback=_verbosity,
+                              help="Pass -v to Ansible (repeatable).")  # fmt: skip
+# The same flag on a command that runs no Ansible: taken as everywhere else, so that `-v` is never refused.
+quiet_verbose_option = click.option("-v", "--verbose", count=True, expose_value=False,
+                                    help="Accepted as by every command (this one runs no Ansible).")  # fmt: skip
+
+
+def _group_mesh(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:  # what the subcommand's --mesh falls back to (its MESHCTL_MESH), as the top level does
+        import os
+
+        os.environ["MESHCTL_MESH"] = value
+
+
+# --mesh on a group of commands (`meshctl provider --mesh DIR list`), as before or after the subcommand.
+group_mesh_option = click.option("--mesh", type=click.Path(file_okay=False), metavar="DIR", expose_value=False,
+                                 callback=_group_mesh,
+                                 help="Mesh directory (before the subcommand as after it).")  # fmt: skip
 
 
 def _private_key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -7,10 +7,11 @@ import click
 from meshctl import display, settings
 from meshctl.errors import InventoryError
 from meshctl.mesh import Mesh
-from meshctl.options import mesh_option
+from meshctl.options import mesh_option, quiet_verbose_option
 
 
 @click.command("check")
+@quiet_verbose_option
 @mesh_option
 def command(mesh_dir) -> None:
     """Check mesh.yml and every setting in group_vars/, host_vars/ and mesh.yml (names, types, idle

@@ -7,10 +7,11 @@ import click
 from meshctl import completion, display, hostkeys
 from meshctl.mesh import Mesh
 from meshctl.model import node_named
-from meshctl.options import mesh_option, wait_option
+from meshctl.options import mesh_option, quiet_verbose_option, wait_option
 
 
 @click.command("forget-host-key")
+@quiet_verbose_option
 @click.argument("name", shell_complete=completion.node_names)
 @mesh_option
 @wait_option

@@ -8,10 +8,11 @@ import click
 
 from meshctl import display, tailnet, vault
 from meshctl.ops import importing, init
-from meshctl.options import mesh_address_option, provider_option, ssh_key_option
+from meshctl.options import mesh_address_option, provider_option, quiet_verbose_option, ssh_key_option
 
 
 @click.command("init")
+@quiet_verbose_option
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--head", metavar="local|[USER@]HOST[:PORT]", help="The controller node.")
 @click.option(

@@ -9,10 +9,11 @@ import click
 
 from meshctl import cloud, display
 from meshctl.mesh import Mesh
-from meshctl.options import json_option, mesh_option
+from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 
 @click.command("machines")
+@quiet_verbose_option
 @click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's instances.")
 @json_option
 @mesh_option

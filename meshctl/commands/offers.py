@@ -9,10 +9,11 @@ import click
 
 from meshctl import cloud, display
 from meshctl.mesh import Mesh
-from meshctl.options import json_option, mesh_option
+from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 
 @click.command("offers")
+@quiet_verbose_option
 @click.option("--gpu", help="Only this GPU, with a count when it matters: H100, H100:8, A10, 'RTX 4090'.")
 @click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's offers.")
 @click.option("--all", "show_all", is_flag=True, help="Also what is not available now.")

@@ -6,15 +6,18 @@ import click
 
 from meshctl import cloud, display
 from meshctl.mesh import Mesh
-from meshctl.options import mesh_option, wait_option
+from meshctl.options import group_mesh_option, mesh_option, quiet_verbose_option, wait_option
 
 
 @click.group("provider")
+@group_mesh_option
+@quiet_verbose_option
 def command() -> None:
     """The mesh's provider accounts (an API key each, kept like the other secrets)."""
 
 
 @command.command("add")
+@quiet_verbose_option
 @click.argument("provider", type=click.Choice(cloud.PROVIDERS))
 @click.option("--key-file", required=True, help="File holding the API key (`-`: standard input). Never the key itself.")
 @click.option("--no-check", is_flag=True, help="Store the key without asking the provider whether it is valid.")
@@ -32,6 +35,7 @@ def add(provider, key_file, no_check, mesh_dir, wait) -> None:
 
 
 @command.command("list")
+@quiet_verbose_option
 @mesh_option
 def list_(mesh_dir) -> None:
     """The providers the mesh has a key for."""
@@ -44,6 +48,7 @@ def list_(mesh_dir) -> None:
 
 
 @command.command("remove")
+@quiet_verbose_option
 @click.argument("provider", type=click.Choice(cloud.PROVIDERS))
 @mesh_option
 @wait_option

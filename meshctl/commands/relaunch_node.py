@@ -13,10 +13,11 @@ from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh
 from meshctl.model import NAME_RE, check_name
 from meshctl.ops import relaunch
-from meshctl.options import mesh_option
+from meshctl.options import mesh_option, quiet_verbose_option
 
 
 @click.command("relaunch-node", hidden=True)
+@quiet_verbose_option
 @click.option("--spool", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="One empty file per node to launch again (written by meshctl-power resume).")  # fmt: skip
 @click.option("--state", type=click.Path(file_okay=False, path_type=Path), required=True,

@@ -8,6 +8,7 @@ import click
 
 from meshctl import display, hardware, model
 from meshctl.errors import UsageError
+from meshctl.options import quiet_verbose_option
 
 MAX_OUTPUT = 1024 * 1024  # no command output meshctl reads is this long (/dev/zero is endless)
 
@@ -29,6 +30,7 @@ def _read(stream) -> str | None:
 
 
 @click.command("render-node")
+@quiet_verbose_option
 @click.option("--lscpu", type=click.File("r"), required=True, help="Output of `LC_ALL=C lscpu` ('-' for stdin).")
 @click.option("--free", type=click.File("r"), required=True, help="Output of `free -m` ('-' for stdin).")
 @click.option("--nvidia-smi", "nvidia_smi", type=click.File("r"), help="Output of `nvidia-smi -L` or --query-gpu CSV.")

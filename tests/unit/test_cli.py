@@ -502,10 +502,27 @@ def test_the_readmes_claims_about_shared_options_are_true_for_every_command():
             todo += list(getattr(current, "commands", {}).values())
         return found
 
+    def passes_verbosity(name):
+        command = importlib.import_module(f"meshctl.commands.{COMMANDS[name]}").command
+        return any(p.name == "verbosity" and p.expose_value for p in command.params)
+
     public = set(COMMANDS) - {"relaunch-node"}
-    assert {n for n in public if "-v" in options(n)} == claimed("The commands that run Ansible take `-v`")
+    assert {n for n in public if "-v" not in options(n)} == set()  # -v is never refused
+    assert {n for n in public if passes_verbosity(n)} == claimed("The commands that run Ansible pass `-v` on")
     assert {n for n in public if "--wait" in options(n)} == claimed("The commands that change the mesh take `--wait")
     assert {n for n in public if "--mesh" not in options(n)} == {"init", "render-node"}
+
+
+def test_v_and_mesh_are_taken_before_the_command_as_after_it(mesh, fake_runner):
+    before = CliRunner().invoke(cli, ["-vv", "--mesh", str(mesh.path), "apply"])
+    assert before.exit_code == 0, before.output
+    after = CliRunner().invoke(cli, ["apply", "-v", "--mesh", str(mesh.path)])
+    assert after.exit_code == 0, after.output
+    assert [call["verbosity"] for call in fake_runner] == [2, 1]
+    for args in (["provider", "--mesh", str(mesh.path), "list"], ["provider", "list", "-v", "--mesh", str(mesh.path)],
+                 ["-v", "check", "--mesh", str(mesh.path)], ["offers", "-v", "--mesh", str(mesh.path)]):  # fmt: skip
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 0, (args, done.output)
 
 
 def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake_runner):
