@@ -54,6 +54,12 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
     if inventory_file and (name or ssh_key or address):
         raise click.UsageError("with --from-inventory, names, keys and addresses come from the inventory")
     chosen_vault = vault.vault_id_from_options(vault_password_file, vault_id)
+    others = foreign_entries(Path(directory))
+    if others:
+        shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+        display.echo(f"note: {directory} already holds {shown}: the mesh's files go beside them (mesh.yml, "
+                     "group_vars/, secrets/; .gitignore keeps secrets/ and logs/ out of git); "
+                     "`meshctl init NEW_FOLDER` keeps the mesh apart", err=True)  # fmt: skip
     key = tailnet.read_key(authkey_file, None) if authkey_file else None
     if inventory_file:
         mesh, nodes, reports = importing.init_from_inventory(
@@ -80,3 +86,15 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
     if chosen_vault:
         display.echo(f"secrets/ is encrypted with Ansible Vault ({chosen_vault}): it may be committed to git")
     display.echo("next: meshctl add-node [USER@]HOST  (or `meshctl apply` to set up the head alone)")
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """What FOLDER holds besides git's own (sorted names; [] when it is missing, empty, or a mesh's,
+    which init refuses anyway)."""
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except OSError:
+        return []
+    if "mesh.yml" in names:
+        return []
+    return [n for n in names if n not in (".git", ".gitignore")]

@@ -404,6 +404,22 @@ def test_init_makes_a_mesh_directory_for_git(tmp_path, monkeypatch):
     assert sorted(staged.stdout.split()) == [".gitignore", "group_vars/all.yml", "mesh.yml"]
 
 
+def test_init_in_a_folder_that_holds_files_says_so_before_writing(tmp_path, monkeypatch):
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "train.py").write_text("print(1)\n")
+    (project / ".gitignore").write_text("*.pyc\n")
+    result = CliRunner().invoke(cli, ["init", str(project), "--head", "local", "--mesh-address", "100.64.0.1",
+                                      "--name", "desk"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"note: {project} already holds src, train.py" in said and "`meshctl init NEW_FOLDER`" in said
+    fresh = CliRunner().invoke(cli, ["init", str(tmp_path / "new"), "--head", "local", "--mesh-address",
+                                     "100.64.0.1", "--name", "desk"])  # fmt: skip
+    assert fresh.exit_code == 0 and "note:" not in fresh.output
+
+
 def test_init_adds_its_entries_to_a_gitignore_the_user_already_has(tmp_path, monkeypatch):
     """Issue 60: a project folder's own .gitignore got nothing, and `git add .` took the munge key."""
     monkeypatch.delenv("MESHCTL_MESH", raising=False)
