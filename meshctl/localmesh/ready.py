@@ -137,7 +137,9 @@ def script(wanted: dict[str, list[str]], venvs: list[dict]) -> str:
         lines += [
             f"mkdir -p $(dirname {path})",
             f"/usr/bin/python3 -m venv {' '.join(venv['venv_args'])} {path}",
-            f"{path}/bin/pip install -q --no-cache-dir --no-index --find-links /wheels {reqs}",
+            # No bytecode, as a bed's own pip installs (wheels.NO_COMPILE): MLflow's server keeps its
+            # own cache (verify_storage.yml), a job environment's role compiles what jobs import.
+            f"{path}/bin/pip install -q --no-cache-dir --no-compile --no-index --find-links /wheels {reqs}",
         ]
         if "requirements_file" in venv:
             text = "\n".join(venv["requirements"]) + "\n"

@@ -44,7 +44,8 @@ def test_the_build_script_starts_no_daemon_leaves_none_enabled_and_no_munge_key(
     assert "rm -f /etc/munge/munge.key" in text
     assert text.index("links > /tmp/links.after") > text.rindex("apt-get install")
     for venv in ready.virtualenvs():
-        assert re.search(rf"{re.escape(venv['path'])}/bin/pip install .*--no-index --find-links /wheels", text)
+        assert re.search(rf"{re.escape(venv['path'])}/bin/pip install .*--no-compile --no-index --find-links /wheels",
+                         text)  # fmt: skip
     # What the install enabled is disabled with systemctl and update-rc.d (a script keeps its K
     # links: a role's `enable` later needs them), and the build fails if anything is left enabled.
     assert "xargs -r systemctl disable" in text and "update-rc.d @ disable" in text
