@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -131,6 +132,9 @@ class Progress:
     def __init__(self, out=None, live: bool | None = None) -> None:
         self.out = out or sys.stdout
         self.live = self.out.isatty() if live is None else live
+        self.expected: dict[str, int] = {}  # host -> tasks its last run of this playbook took (read_task_counts)
+        self.steps: dict[str, str] = {}  # host -> the task it is on now
+        self.started = time.monotonic()
         self.play = ""
         self.task = ""
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -153,12 +157,31 @@ class Progress:
     def _rows(self) -> list[list[str]]:
         return [[host, *(str(self.counts[host][k]) for k in COUNTS)] for host in sorted(self.counts)]
 
+    def done(self, host: str) -> int:
+        return sum(self.counts[host][k] for k in COUNTS)
+
+    def bar(self, host: str, width: int = 12) -> str:
+        """HOST's tasks done of what its last run of the playbook took: `[#####-------] 20/48`
+        (`20/?` the first time; a run that takes more than last time stays full)."""
+        done, total = self.done(host), self.expected.get(host)
+        if not total:
+            return f"{done}/?"
+        filled = min(width, round(width * done / total))
+        return f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total}"
+
+    def live_rows(self) -> list[list[str]]:
+        """The live table: per host its bar, its counts and the task it is on now."""
+        hosts = sorted(set(self.counts) | set(self.steps))
+        return [[host, self.bar(host), *(str(self.counts[host][k]) for k in COUNTS),
+                 display.clean(self.steps.get(host, ""))[:60]] for host in hosts]  # fmt: skip
+
     def _render(self):
         from rich.text import Text
 
-        title = Text(display.clean(self.play))
+        elapsed = int(time.monotonic() - self.started)
+        title = Text(display.clean(self.play) + f"  ({elapsed // 60}:{elapsed % 60:02d})")
         title.append("\n" + display.clean(self.task), style="dim")  # styled, not markup: a task's name is text
-        return display.rich_table(title, ["host", *COUNTS], self._rows())
+        return display.rich_table(title, ["host", "done", *COUNTS, "step"], self.live_rows())
 
     def _say(self, line: str) -> None:
         line = display.clean(line)  # node text: no escape sequences reach the terminal
@@ -181,6 +204,8 @@ class Progress:
             self.play = f"PLAY {data.get('play', '')}"
             if not self.verbose:
                 self._say(self.play)
+        elif kind == "runner_on_start" and host:
+            self.steps[host] = data.get("task", "")
         elif kind == "playbook_on_task_start":
             self.task = data.get("task", "")
             if not self.live and not self.verbose:
@@ -361,6 +386,7 @@ def run_playbook(
     os.chmod(private, 0o700)
     progress = progress or Progress()
     progress.verbose = verbosity > 0
+    progress.expected = read_task_counts(mesh_dir, playbook, (inventory.get("all", {}).get("hosts") or {}))
     log = open_log(Path(mesh_dir), playbook) if mesh_dir is not None else None
     progress.log = log
     try:
@@ -446,6 +472,8 @@ def run_playbook(
             progress.close()
         progress.recap()
         stats = {h: dict(c) for h, c in progress.counts.items()}
+        if runner.status == "successful" and not check:
+            record_task_counts(mesh_dir, playbook, stats)
         return RunResult(
             runner.status,
             runner.rc,
@@ -464,6 +492,45 @@ def run_playbook(
         if log is not None:
             log.close()
             progress.log = None
+
+
+TASK_COUNTS = "task-counts.json"  # in the mesh's logs/ (LOGS): per playbook, the tasks each host's last run took
+
+
+def read_task_counts(mesh_dir: Path | None, playbook: str, hosts) -> dict[str, int]:
+    """What each of HOSTS is expected to run of PLAYBOOK: its own count from the last successful run,
+    else (a new node) the median of the others' ({} the first time, or when the file is unreadable)."""
+    if mesh_dir is None:
+        return {}
+    try:
+        known = json.loads((Path(mesh_dir) / LOGS / TASK_COUNTS).read_text()).get(Path(playbook).name) or {}
+        known = {str(h): int(n) for h, n in known.items() if isinstance(n, int) and 0 < n < 100000}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+    if not known:
+        return {}
+    others = sorted(known.values())
+    median = others[len(others) // 2]
+    return {h: known.get(h, median) for h in hosts}
+
+
+def record_task_counts(mesh_dir: Path | None, playbook: str, counts: dict[str, dict[str, int]]) -> None:
+    """Keep what each host ran of PLAYBOOK (a successful run's counts) for the next run's bars."""
+    if mesh_dir is None:
+        return
+    path = Path(mesh_dir) / LOGS / TASK_COUNTS
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        if not isinstance(data, dict):
+            data = {}
+        ran = {h: sum(c.get(k, 0) for k in COUNTS) for h, c in counts.items() if h != "localhost"}
+        data[Path(playbook).name] = {**(data.get(Path(playbook).name) or {}), **ran}
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        temp = path.with_suffix(f".{os.getpid()}.tmp")
+        temp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        temp.replace(path)
+    except (OSError, ValueError):
+        pass  # the bars are a nicety: a run never fails for them
 
 
 def again(fallback: str = "meshctl apply") -> str:

@@ -179,7 +179,9 @@ class Instances(DockerBackend):
 
     def make(self, machine) -> str:
         name, ip = f"{LAUNCHED}{machine.id[-4:]}", next(self.addresses)
-        args = nodes.run_args(nodes.Node(name, ip), ready.bed_image(SUITE), SPEC.network)
+        # A new instance is a bare machine (the ready image's slurmd would be under the boot clock's
+        # name: VM lays the clock where Debian's package puts its link later).
+        args = nodes.run_args(nodes.Node(name, ip), f"meshctl-node:{SUITE}", SPEC.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")
         subprocess.run(["docker", "exec", "-i", name, "bash"], input=VM, text=True, check=True)

@@ -1,6 +1,7 @@
 """How meshctl runs Ansible: which ansible-playbook (beside its interpreter, else PATH, else a clear
 error), host key checking on, plain Ansible unless MESHCTL_MITOGEN=1, new nodes' host keys recorded first."""
 
+import io
 import subprocess
 import sys
 
@@ -197,3 +198,26 @@ def test_the_fix_of_a_failed_run_names_the_command_as_it_was_given(mesh, monkeyp
     assert "Ansible failed at task 'Start slurmctld' on head: slurmctld: fatal" in out.output
     assert f"run `meshctl apply --mesh {mesh.path} --limit head` again" in " ".join(out.output.split())
     assert runner.again("meshctl apply") == "meshctl apply"  # outside a command
+
+
+def test_long_runs_show_a_bar_per_node_from_what_its_last_run_took_and_the_step_it_is_on(tmp_path):
+    mesh_dir = tmp_path
+    assert runner.read_task_counts(mesh_dir, "site.yml", ["head", "n1"]) == {}  # the first run: no totals
+    runner.record_task_counts(mesh_dir, "site.yml", {"head": {"ok": 30, "changed": 5, "skipped": 5},
+                                                     "n1": {"ok": 10, "skipped": 10}, "localhost": {"ok": 1}})  # fmt: skip
+    runner.record_task_counts(mesh_dir, "status.yml", {"head": {"ok": 3}})
+    expected = runner.read_task_counts(mesh_dir, "site.yml", ["head", "n1", "n2"])
+    assert expected == {"head": 40, "n1": 20, "n2": 40}  # a new node: the median of the others'
+    progress = runner.Progress(out=io.StringIO(), live=False)
+    progress.expected = expected
+    for _ in range(10):
+        progress.event({"event": "runner_on_ok", "event_data": {"host": "n1", "task": "x", "res": {}}})
+    progress.event({"event": "runner_on_start", "event_data": {"host": "n1", "task": "Install the Slurm packages"}})
+    progress.event({"event": "runner_on_start", "event_data": {"host": "n2", "task": "Gathering Facts"}})
+    rows = {row[0]: row for row in progress.live_rows()}
+    assert rows["n1"][1] == "[######------] 10/20" and rows["n1"][-1] == "Install the Slurm packages"
+    assert rows["n2"][1] == "[------------] 0/40" and rows["n2"][-1] == "Gathering Facts"
+    progress.expected = {}
+    assert progress.bar("n1") == "10/?"
+    (mesh_dir / "logs" / runner.TASK_COUNTS).write_text("[not, a, mapping")  # a broken file: no bars, no error
+    assert runner.read_task_counts(mesh_dir, "site.yml", ["head"]) == {}
