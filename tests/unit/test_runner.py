@@ -203,8 +203,8 @@ def test_the_fix_of_a_failed_run_names_the_command_as_it_was_given(mesh, monkeyp
 def test_long_runs_show_a_bar_per_node_from_what_its_last_run_took_and_the_step_it_is_on(tmp_path):
     mesh_dir = tmp_path
     assert runner.read_task_counts(mesh_dir, "site.yml", ["head", "n1"]) == {}  # the first run: no totals
-    runner.record_task_counts(mesh_dir, "site.yml", {"head": {"ok": 30, "changed": 5, "skipped": 5},
-                                                     "n1": {"ok": 10, "skipped": 10}, "localhost": {"ok": 1}})  # fmt: skip
+    ran = {"head": {"ok": 30, "changed": 5, "skipped": 5}, "n1": {"ok": 10, "skipped": 10}, "localhost": {"ok": 1}}
+    runner.record_task_counts(mesh_dir, "site.yml", ran)
     runner.record_task_counts(mesh_dir, "status.yml", {"head": {"ok": 3}})
     expected = runner.read_task_counts(mesh_dir, "site.yml", ["head", "n1", "n2"])
     assert expected == {"head": 40, "n1": 20, "n2": 40}  # a new node: the median of the others'
