@@ -88,7 +88,7 @@ def _generic(text: str) -> bool:
 
 def _message(res: dict) -> str:
     """The failing task's own words: a loop's failed items' (not "All items completed"), a command's
-    stderr (not "non-zero return code"), else the first line of its message."""
+    stderr (not "non-zero return code"), else its message."""
     results = res.get("results")
     if isinstance(results, list):  # a loop: what the failed items said, not "One or more items failed"
         failed = [r for r in results if isinstance(r, dict) and (r.get("failed") or r.get("rc") not in (None, 0))]
@@ -99,8 +99,9 @@ def _message(res: dict) -> str:
         value = str(res.get(key) or "").strip()
         if not value or (key == "msg" and _generic(value) and any(res.get(k) for k in ("stderr", "module_stderr"))):
             continue
-        lines = [line for line in value.splitlines() if line.strip()]
-        return (lines[0] if key == "msg" else lines[-1])[:500]
+        # A message whole (SSH's own words on a changed host key span lines: session.py reads them),
+        # a stream's last line.
+        return value[:800] if key == "msg" else [line for line in value.splitlines() if line.strip()][-1][:500]
     return "failed (no message)"
 
 

@@ -178,10 +178,9 @@ def test_a_failure_is_told_by_the_tasks_own_words_not_ansibles_generic_ones():
             "stderr": "slurm_update error: Unable to contact slurm controller"}  # fmt: skip
     looped = {"msg": "All items completed", "results": [item, {"item": "n2", "rc": 0, "failed": False}]}
     assert said(looped) == "slurm_update error: Unable to contact slurm controller"
-    # A task's own message: its first line.
-    assert said({"msg": "slurm_accounting is on but the head has no sacct: run `meshctl apply`\nmore"}) == (
-        "slurm_accounting is on but the head has no sacct: run `meshctl apply`"
-    )
+    # A task's own message, whole: SSH's words on a changed host key come after a line of @ signs.
+    ssh = "@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@@@@"
+    assert said({"msg": ssh, "unreachable": True}) == ssh
     assert said({}) == "failed (no message)"
 
 
