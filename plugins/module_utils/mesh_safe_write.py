@@ -84,6 +84,33 @@ def ensure_file(path: str, content: bytes, uid: int = 0, gid: int = 0, mode: int
         os.close(fd_dir)
 
 
+def read_plain(path: str, limit: int = 1 << 20) -> str | None:
+    """What the plain file at PATH holds, for a diff: read without following a link or waiting on a
+    pipe, its folder walked as ``open_folder`` does. None when it is missing, not a plain file, larger
+    than LIMIT bytes or not text."""
+    folder, name = os.path.split(path)
+    try:
+        fd_dir = open_folder(folder)
+    except SafeWriteError:
+        return None
+    try:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd_dir)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                return None
+            return os.read(fd, limit + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        finally:
+            os.close(fd)
+    finally:
+        os.close(fd_dir)
+
+
 # --- folders -------------------------------------------------------------------------------------
 
 
