@@ -108,3 +108,29 @@ def test_the_session_secret_is_made_in_roots_folder_not_the_mlflow_users():
     tasks = yaml.safe_load((ROLE / "tasks" / "server.yml").read_text())
     shells = [t for t in tasks if "ansible.builtin.shell" in t and ">" in t["ansible.builtin.shell"]]
     assert all("mlflow_secret_env" in t["ansible.builtin.shell"] for t in shells)
+
+
+def auth_settings(**variables) -> dict:
+    """basic_auth.ini as rendered for VARIABLES, read as MLflow reads it (configparser, section [mlflow])."""
+    import configparser
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True)  # fmt: skip
+    env.filters["comment"] = lambda text: "# " + text
+    env.globals["lookup"] = lambda _kind, path: f"password-from-{path}"
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    given = {"ansible_managed": "Ansible managed", "mlflow_data_dir": "/var/lib/mlflow",
+             "mlflow_auth_password_file": "/secrets/mlflow_password"}  # fmt: skip
+    text = env.get_template("basic_auth.ini.j2").render(**{**defaults, **given, **variables})
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(text)
+    return dict(parser["mlflow"])
+
+
+def test_the_server_keeps_a_checked_credential_for_the_roles_period():
+    # MLflow's auth_cache_ttl_seconds (its own default 0: a scrypt check on every request).
+    assert auth_settings()["auth_cache_ttl_seconds"] == "30"
+    assert auth_settings(mlflow_auth_cache_seconds=0)["auth_cache_ttl_seconds"] == "0"
+    settings = auth_settings()
+    assert settings["authorization_function"] == "mlflow.server.auth:authenticate_request_basic_auth"
+    assert settings["admin_password"] == "password-from-/secrets/mlflow_password"
