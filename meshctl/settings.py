@@ -299,11 +299,20 @@ def _job_users(value, scope) -> list[str]:
     return resources.plugin("filter.job_users").job_users_problems(value, group, gid)
 
 
+def _head_jobs(value, _scope) -> list[str]:
+    try:
+        resources.plugin("filter.slurm_nodes").head_runs_jobs(value, [])
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 # A setting with a check of its own in a role or in meshctl: the same plain function, here first.
 VALUE_CHECKS = {
     "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
     "mesh_idle_stop_by_provider": (_by_provider, "give each provider an idle time: {paperspace: 30m}"),
     "job_users_list": (_job_users, "write each user as {name: alice, uid: 2001} (roles/job_users/README.md)"),
+    "slurm_head_runs_jobs": (_head_jobs, 'write auto, true or false (roles/slurm/README.md, "The head")'),
 }
 
 

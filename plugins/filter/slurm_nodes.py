@@ -7,10 +7,15 @@ dynamic node's slurmd registers with, ``--conf``), its static NodeName= line
 (``slurm_node_line``) and its gres.conf lines (``slurm_gres_lines``). The one place: role
 slurm_controller's nodes.conf and gres.conf, role slurm_node's slurmd command line and
 ``meshctl render-node`` (meshctl/hardware.py) all call these. A node record is
-``{name, addr, provider, hw, features}``; only ``name`` and ``hw`` are needed.
+``{name, addr, provider, hw, features}``; only ``name`` and ``hw`` are needed. Whether the head
+also runs jobs (``head_runs_jobs``) is decided here too: roles slurm and doctor ask it.
 """
 
 from __future__ import annotations
+
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import PROVIDERS as RENTED
+
+HEAD_JOBS_SAY = "auto, true or false"
 
 
 def _gpus(node):
@@ -70,10 +75,35 @@ def features_to_update(held_lines, wanted):
     }
 
 
+def head_runs_jobs(setting, providers):
+    """Whether the head, which always runs slurmctld, also takes jobs (slurm_head_runs_jobs).
+
+    ``setting``: ``auto`` (the default), or a boolean (YAML's, or its words ``true``/``yes``/...);
+    ``providers``: every node's provider (``mesh_provider``). ``auto`` keeps jobs on the head while
+    no node of the mesh is rented (a provider meshctl rents from, ``mesh_cloud.PROVIDERS``): a
+    rented machine's root holds the munge key and can run jobs as any job user, and the head holds
+    the secrets, MLflow and the provider keys, so such a mesh runs no job there.
+    """
+    if isinstance(setting, bool):
+        return setting
+    word = str(setting).strip().lower()
+    if word == "auto":
+        return not any(str(provider) in RENTED for provider in providers or [])
+    if word in ("true", "yes", "on", "1"):
+        return True
+    if word in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(
+        f"slurm_head_runs_jobs is {setting!r}: use {HEAD_JOBS_SAY} (group_vars/all.yml; "
+        "auto runs jobs on the head only while no node is rented)"
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
             "features_to_update": features_to_update,
+            "head_runs_jobs": head_runs_jobs,
             "slurm_node_params": slurm_node_params,
             "slurm_node_line": slurm_node_line,
             "slurm_gres_lines": slurm_gres_lines,

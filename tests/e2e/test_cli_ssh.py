@@ -532,6 +532,40 @@ def wait_for_playbook(bed, command: str, seconds: float = 120) -> None:
     assert playbooks_of(bed), f"{command} never started ansible-playbook"
 
 
+# Root never follows a path another user controls, through the CLI: the Molecule scenarios' check
+# (molecule/resources/verify_trust_plant.yml and trust/links.py, the same folders and names) on the
+# head and n1; the converge between planting and checking is the lock test's `apply --limit n1`
+# (head and n1), so that the check adds no run of its own.
+LINKS = Path(__file__).resolve().parents[2] / "molecule" / "resources" / "trust" / "links.py"
+TRUST_NODES = {"e2e-head": True, "e2e-n1": False}  # container: whether it serves the share
+
+
+def trust_folders() -> dict:
+    import yaml
+
+    plays = yaml.safe_load((LINKS.parents[1] / "verify_trust_plant.yml").read_text())
+    return next(
+        play["vars"]["verify_trust_folders"] for play in plays if "verify_trust_folders" in play.get("vars", {})
+    )
+
+
+def test_links_are_laid_at_every_name_root_writes_where_others_may_write(bed):
+    folders = json.dumps(trust_folders())
+    for container, serves_share in TRUST_NODES.items():
+        subprocess.run(["docker", "cp", str(LINKS), f"{container}:/root/meshctl-links.py"], check=True,
+                       capture_output=True)  # fmt: skip
+        argv = ["python3", "/root/meshctl-links.py", "plant", folders, "--share", "/mnt/shared-slurm"]
+        argv += [] if serves_share else ["--not-share-server"]
+        out = subprocess.run(["docker", "exec", container, *argv], capture_output=True, text=True, check=True).stdout
+        planted = json.loads(out)
+        assert planted["unknown"] == [], (
+            f"{container}: others may write {planted['unknown']}: add them to "
+            "verify_trust_folders (molecule/resources/verify_trust_plant.yml)"
+        )
+        assert "/etc/munge/munge.key" in planted["planted"], planted  # the munge user's folder, on every node
+        assert ("/mnt/shared-slurm/users" in planted["planted"]) is serves_share, planted  # the share: on its server
+
+
 def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     # Upkeep runs (Mitogen): the lock is meshctl's, whichever way Ansible runs.
     first = bed.spawn("apply", "--limit", "n1", env=MITOGEN)  # one node: the lock is the mesh's whatever the run covers
@@ -548,6 +582,17 @@ def test_a_second_run_names_the_lock_holder_and_wait_waits_for_it(bed):
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, out[-2000:] + err
     assert third.returncode == 0 and "forgot n1's host key" in third.stdout, third.stdout[-2000:] + third.stderr
+
+
+def test_the_converge_followed_none_of_the_links_laid(bed):
+    for container in TRUST_NODES:
+        out = subprocess.run(["docker", "exec", container, "python3", "/root/meshctl-links.py", "check"],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        checked = json.loads(out)
+        assert checked["restored"], checked  # the links were there, and are gone (what was there is back)
+        assert not checked["followed"], (f"{container}: apply --limit n1 followed a link laid at one of "
+                                         f"{checked['restored']}: {checked['witness_before']} -> "
+                                         f"{checked['witness_after']}")  # fmt: skip
 
 
 def test_meshctl_killed_mid_run_leaves_no_stale_lock_and_no_orphan_run(bed):

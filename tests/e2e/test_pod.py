@@ -258,6 +258,20 @@ def test_batch_and_srun_jobs_run_on_the_pod(bed):
     assert out.split() == ["step1", "step2", "step3"]
 
 
+def test_a_mesh_with_a_rented_machine_runs_no_job_on_its_head(bed):
+    """Role slurm's slurm_head_runs_jobs (auto): the head keeps slurmd, in a hidden partition no job
+    may use, from the first rented node on; a job asking for it is refused at submission."""
+    partitions = on("pod-head", "sinfo --noheader --Node --nodes=ctl --format=%P|%T", check=False).split()
+    assert "meshctl_controller|idle" in partitions, partitions
+    assert not [p for p in partitions if p.partition("|")[0].rstrip("*") in ("main", "gpu")], partitions
+    assert "ctl" not in on("pod-head", "sinfo --noheader --Node --partition=main --format=%N", check=False).split()
+    refused = sh("docker", "exec", "-w", "/tmp", "pod-head", "runuser", "-u", JOB_USER, "--", "srun", "-w", "ctl",
+                 "-N1", "--immediate=10", "hostname", check=False, timeout=60)  # fmt: skip
+    assert refused.returncode != 0 and refused.stdout.strip() == "", refused
+    assert "not available" in refused.stderr or "Invalid" in refused.stderr, refused.stderr
+    assert as_user("srun -N1 hostname").strip() == POD_NAME  # a job that names no node goes to the pod
+
+
 def test_status_shows_the_pod_in_userspace(bed):
     result = bed.meshctl("status", "--json", "--timeout", "5")
     rows = {r["name"]: r for r in json.loads(result.stdout)["nodes"]}

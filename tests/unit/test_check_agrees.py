@@ -38,6 +38,7 @@ BROKEN = [
     ("group_vars/all.yml", "job_users_gid: many\n", "job_users_gid"),
     ("group_vars/all.yml", "slurm_partitions: [gpu]\n", "slurm_partitions"),
     ("group_vars/all.yml", "- a list\n", "is not a mapping of settings"),
+    ("group_vars/all.yml", "slurm_head_runs_jobs: sometimes\n", "slurm_head_runs_jobs is 'sometimes': use auto"),
 ]
 
 
@@ -76,7 +77,8 @@ def test_the_list_has_twenty_distinct_mistakes():
 def test_sound_settings_pass_both(mesh, monkeypatch):
     write(mesh, "group_vars/all.yml",
           "job_users_list:\n  - {name: alice, uid: 2001, comment: Alice}\n"
-          "mesh_idle_stop_by_provider: {paperspace: 30m}\njob_users_gid: 2000\nrack: b3\n")  # fmt: skip
+          "mesh_idle_stop_by_provider: {paperspace: 30m}\njob_users_gid: 2000\nrack: b3\n"
+          "slurm_head_runs_jobs: true\n")  # fmt: skip
     write(mesh, "host_vars/head.yml", "idle_stop: false\n")
     checked = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
     assert checked.exit_code == 0, checked.output

@@ -86,6 +86,8 @@ def common(hostvars, gpu_nodes):
         "slurm_gpu_partition_name": "gpu",
         "slurm_conf_dir": "/etc/slurm",
         "slurm_partition_access": "",
+        "slurm_jobless_nodes": [],
+        "slurm_feature_controller": ROLE_VARS["slurm_feature_controller"],
     }
 
 
@@ -205,6 +207,7 @@ def test_extra_settings_are_sorted_and_written(render, mesh):
 
 def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2", **extra):
     feature = extra.pop("slurm_power_feature", "meshctl_on")
+    jobless = extra.pop("slurm_jobless_nodes", [])
     extra.setdefault("mesh_pod", False)
     extra.setdefault("mesh_power_plan", {"nodes": {}, "refused": {}})
     return render(
@@ -218,6 +221,8 @@ def slurmd_unit(render, mesh, name, membership, template="slurmd.service.conf.j2
         slurm_ctld_port=6817,
         slurm_feature_all="meshctl",
         slurm_feature_gpu="gpu",
+        slurm_feature_controller=ROLE_VARS["slurm_feature_controller"],
+        slurm_jobless_nodes=jobless,
         slurm_slurmd_restart_sec=10,
         slurm_power_feature=feature,
         slurm_slurmd_start="/usr/local/libexec/meshctl/slurmd-start",
@@ -284,6 +289,7 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
         mesh_pod=False, mesh_power_plan={"nodes": {}}, slurm_membership_used=membership,
         slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
         slurm_feature_gpu="gpu", slurm_power_feature="meshctl_on", slurm_spool_dir=str(spool),
+        slurm_feature_controller="meshctl_controller", slurm_jobless_nodes=[],
         slurm_degraded_conf_dir=str(degraded), slurm_client_conf_link=str(tmp_path / "run" / "slurm" / "conf"),
     ).replace("/usr/sbin/slurmd", str(slurmd))  # fmt: skip
     path = f"{bin_dir}:{os.environ['PATH']}"
@@ -605,3 +611,64 @@ def test_jobs_run_only_as_job_users_refused_at_submission_and_by_the_partitions(
     assert "  if job_users[job_desc.user_id] ~= nil then" in lua and "  return slurm.ERROR" in lua
     nobody = render("job_submit.lua.j2", job_users_list=[])
     assert nobody[nobody.index("local job_users = {") + 1] == "}"  # no job user yet: nobody may submit
+
+
+def test_the_head_of_a_mesh_with_a_rented_node_runs_no_job_unless_told():
+    head_runs_jobs = resources.plugin("filter.slurm_nodes").head_runs_jobs
+    assert DEFAULTS["slurm_head_runs_jobs"] == "auto"
+    assert head_runs_jobs("auto", ["local", "generic", "local"]) is True  # a desktop-only mesh keeps them
+    for rented in ("lambda", "runpod", "paperspace"):
+        assert head_runs_jobs("auto", ["local", rented]) is False
+    assert head_runs_jobs(True, ["runpod"]) is True and head_runs_jobs("yes", ["runpod"]) is True
+    assert head_runs_jobs(False, ["local"]) is False and head_runs_jobs("off", []) is False
+    with pytest.raises(ValueError, match="slurm_head_runs_jobs is 'sometimes': use auto, true or false"):
+        head_runs_jobs("sometimes", [])
+
+
+def role_head_values(providers: dict[str, str], setting="auto") -> dict:
+    """Role slurm's own expressions for the head and its jobs (vars/main.yml), rendered with Ansible's
+    core filters and this collection's over a mesh whose nodes have PROVIDERS (the first is the head)."""
+    from ansible.plugins.filter.core import FilterModule as Core
+
+    env = environment()
+    env.filters.update(Core().filters())
+    names = list(providers)
+    variables = {
+        "groups": {"all": names, "head": names[:1], "compute": names},
+        "hostvars": {name: {"mesh_provider": provider} for name, provider in providers.items()},
+        "slurm_head_runs_jobs": setting,
+        "slurm_controller_group": "head",
+        "slurm_compute_group": "compute",
+    }
+    for name in ("slurm_controller", "slurm_nodes", "slurm_head_jobs", "slurm_jobless_nodes"):
+        variables[name] = yaml.safe_load(env.from_string(ROLE_VARS[name].strip()).render(**variables))
+    return {name: variables[name] for name in ("slurm_head_jobs", "slurm_jobless_nodes")}
+
+
+def test_the_roles_decide_the_heads_jobs_from_every_nodes_provider():
+    own = role_head_values({"desk": "local", "cpu1": "generic"})
+    assert own == {"slurm_head_jobs": True, "slurm_jobless_nodes": []}
+    rented = role_head_values({"desk": "local", "rp1": "runpod"})
+    assert rented == {"slurm_head_jobs": False, "slurm_jobless_nodes": ["desk"]}
+    assert role_head_values({"desk": "local", "rp1": "runpod"}, True)["slurm_jobless_nodes"] == []
+    assert role_head_values({"desk": "local"}, "false")["slurm_jobless_nodes"] == ["desk"]
+
+
+def test_a_head_that_runs_no_job_registers_in_a_hidden_partition_no_job_may_use(render, mesh):
+    head = started(render, mesh, "desk", "dynamic", slurm_jobless_nodes=["desk"])
+    assert head.endswith('Feature=meshctl_controller,meshctl_on,local"')  # not meshctl, nor gpu: no partition of jobs
+    node = started(render, mesh, "ps-a6000", "dynamic", slurm_jobless_nodes=["desk"])
+    assert "Feature=meshctl,gpu,meshctl_on," in node  # the others as before
+    lines = slurm_conf(render, mesh, ["ps-a6000"], slurm_jobless_nodes=["desk"])
+    assert lines[-2:] == [
+        "NodeSet=meshctl_controller Feature=meshctl_controller",
+        "PartitionName=meshctl_controller Nodes=meshctl_controller Hidden=YES State=INACTIVE",
+    ]
+    assert not [line for line in slurm_conf(render, mesh, ["ps-a6000"]) if "meshctl_controller" in line]
+    static = render("nodes.conf.j2", **{**common(mesh, ["ps-a6000"]), "slurm_jobless_nodes": ["desk"]})
+    assert [line for line in static if line.startswith("PartitionName")] == [
+        "PartitionName=main Nodes=ps-a6000 Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=gpu Nodes=ps-a6000 MaxTime=INFINITE State=UP",
+        "PartitionName=meshctl_controller Nodes=desk Hidden=YES State=INACTIVE",
+    ]
+    assert static[0].startswith("NodeName=desk ")  # still a node of Slurm's: its slurmd, its health check
