@@ -441,7 +441,6 @@ def run_playbook(
         if strategies is not None:
             envvars["ANSIBLE_STRATEGY_PLUGINS"] = str(strategies)
             envvars["ANSIBLE_STRATEGY"] = "mitogen_linear"
-            extravars = {"meshctl_free_strategy": "mitogen_free", **(extravars or {})}
             if known_hosts:  # Mitogen's ssh refuses a key it has not seen: record new nodes' keys first
                 ssh.learn_host_keys(first_contacts(inventory, limit, known_hosts), known_hosts)
         if log is not None:  # which of the two ways this run went (support: "was it under Mitogen?")

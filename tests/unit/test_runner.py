@@ -68,13 +68,39 @@ def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_cal
     assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
     plugins = runner.Path(env["ANSIBLE_STRATEGY_PLUGINS"])
     assert (plugins / "mitogen_linear.py").is_file() and (plugins / "mitogen_free.py").is_file()
-    # site.yml's free play takes Mitogen's free strategy; the caller's extravars are kept
-    assert seen["extravars"] == {"meshctl_free_strategy": "mitogen_free", "slurm_controller_drain_force": True}
+    assert seen["extravars"] == {"slurm_controller_drain_force": True}  # the caller's, kept
 
     monkeypatch.setenv("MESHCTL_MITOGEN", "0")
     seen = runner_call(extravars={"slurm_controller_drain_force": True})
     assert "ANSIBLE_STRATEGY" not in seen["envvars"] and "ANSIBLE_STRATEGY_PLUGINS" not in seen["envvars"]
     assert seen["extravars"] == {"slurm_controller_drain_force": True}
+
+
+def test_site_yml_s_free_play_takes_mitogens_free_strategy_when_the_run_is_configured_for_mitogen():
+    """site.yml's one free play names no strategy of its own choosing: a run configured with
+    Mitogen's linear strategy (meshctl's opt-in, Molecule's runs) gets Mitogen's free one there,
+    any other run Ansible's. Evaluated by Ansible's templar with the configuration each sets."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    plays = yaml.safe_load((runner.Path(runner.__file__).parents[1] / "playbooks" / "site.yml").read_text())
+    expression = next(play["strategy"] for play in plays if "strategy" in play)
+    program = (
+        "import sys\nfrom ansible.parsing.dataloader import DataLoader\n"
+        "from ansible.plugins.loader import init_plugin_loader\ninit_plugin_loader()\n"
+        "from ansible.template import Templar, trust_as_template\n"
+        "print(Templar(loader=DataLoader(), variables={}).template(trust_as_template(sys.argv[1])))\n"
+    )
+    said = {}
+    for configured in ("mitogen_linear", "linear", ""):
+        env = {k: v for k, v in runner.os.environ.items() if not k.startswith("ANSIBLE_")}
+        env.update({"ANSIBLE_STRATEGY": configured} if configured else {})
+        done = subprocess.run([sys.executable, "-c", program, expression], capture_output=True, text=True, env=env,
+                              check=True, timeout=60)  # fmt: skip
+        said[configured] = done.stdout.strip()
+    assert said == {"mitogen_linear": "mitogen_free", "linear": "ansible.builtin.free", "": "ansible.builtin.free"}
 
 
 def test_the_run_log_says_which_way_the_run_went(tmp_path, runner_call, monkeypatch):
