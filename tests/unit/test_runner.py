@@ -76,31 +76,41 @@ def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_cal
     assert seen["extravars"] == {"slurm_controller_drain_force": True}
 
 
-def test_site_yml_s_free_play_takes_mitogens_free_strategy_when_the_run_is_configured_for_mitogen():
-    """site.yml's one free play names no strategy of its own choosing: a run configured with
-    Mitogen's linear strategy (meshctl's opt-in, Molecule's runs) gets Mitogen's free one there,
-    any other run Ansible's. Evaluated by Ansible's templar with the configuration each sets."""
+def test_every_play_that_names_a_strategy_takes_mitogens_when_the_run_is_configured_for_mitogen():
+    """A play's own `strategy:` wins over ANSIBLE_STRATEGY: one naming Ansible's free strategy outright
+    sent Molecule's converges back to a new connection and interpreter per task and node (six
+    `docker exec` each). Every play of the project's playbooks and scenarios that names one must
+    take Mitogen's in a run configured with Mitogen's linear strategy (meshctl's opt-in, Molecule's
+    runs), and Ansible's in any other. Evaluated by Ansible's templar with the configuration each sets."""
     import subprocess
     import sys
 
     import yaml
 
-    plays = yaml.safe_load((runner.Path(runner.__file__).parents[1] / "playbooks" / "site.yml").read_text())
-    expression = next(play["strategy"] for play in plays if "strategy" in play)
+    root = runner.Path(runner.__file__).parents[1]
+    expressions = {}
+    for path in sorted([*(root / "playbooks").glob("*.yml"), *(root / "molecule").glob("*/*.yml")]):
+        plays = yaml.safe_load(path.read_text())
+        for play in plays if isinstance(plays, list) else []:
+            if isinstance(play, dict) and "strategy" in play:
+                expressions[f"{path.relative_to(root)}: {play.get('name')}"] = play["strategy"]
+    assert "playbooks/site.yml: Every node mounts the share and knows the tracking server" in expressions
     program = (
         "import sys\nfrom ansible.parsing.dataloader import DataLoader\n"
         "from ansible.plugins.loader import init_plugin_loader\ninit_plugin_loader()\n"
         "from ansible.template import Templar, trust_as_template\n"
         "print(Templar(loader=DataLoader(), variables={}).template(trust_as_template(sys.argv[1])))\n"
     )
-    said = {}
-    for configured in ("mitogen_linear", "linear", ""):
-        env = {k: v for k, v in runner.os.environ.items() if not k.startswith("ANSIBLE_")}
-        env.update({"ANSIBLE_STRATEGY": configured} if configured else {})
-        done = subprocess.run([sys.executable, "-c", program, expression], capture_output=True, text=True, env=env,
-                              check=True, timeout=60)  # fmt: skip
-        said[configured] = done.stdout.strip()
-    assert said == {"mitogen_linear": "mitogen_free", "linear": "ansible.builtin.free", "": "ansible.builtin.free"}
+    for where, expression in expressions.items():
+        said = {}
+        for configured in ("mitogen_linear", "linear", ""):
+            env = {k: v for k, v in runner.os.environ.items() if not k.startswith("ANSIBLE_")}
+            env.update({"ANSIBLE_STRATEGY": configured} if configured else {})
+            done = subprocess.run([sys.executable, "-c", program, str(expression)], capture_output=True, text=True,
+                                  env=env, check=True, timeout=60)  # fmt: skip
+            said[configured] = done.stdout.strip()
+        assert said["mitogen_linear"].startswith("mitogen_"), (where, said)
+        assert not said["linear"].startswith("mitogen_") and not said[""].startswith("mitogen_"), (where, said)
 
 
 def test_the_run_log_says_which_way_the_run_went(tmp_path, runner_call, monkeypatch):
