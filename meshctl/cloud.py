@@ -383,6 +383,11 @@ def wait_for_ssh(host: str, port: int, timeout: float, connect=None, clock=None,
             sleep(5)
 
 
+class CandidateRefused(ProviderError):
+    """A create refused for this offer only (no capacity, a pool the account cannot use), or one that
+    failed and, looked up, made nothing: the next candidate may be tried."""
+
+
 def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, options: dict,
            timeout: float = LAUNCH_TIMEOUT, clock=None, sleep=None) -> dict:  # fmt: skip
     """Create an instance at PROVIDER and wait until it runs with an SSH address; returns it.
@@ -391,7 +396,8 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     ``region``, ``ssh_key_names``, ``image``, ``public_key``, ``template_id``, ``cloud``, ``volume_gb``);
     the provider's client says which it needs. A create that failed in a way that may have made the
     instance all the same (a 5xx, a lost connection) is looked up by its name, and the error says
-    what may bill and how to delete it.
+    what may bill and how to delete it. A create refused for this offer only, or looked up and found
+    to have made nothing, raises CandidateRefused.
     """
     import time
 
@@ -402,7 +408,10 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     try:
         new_id = api.launch(request)
     except common().CloudError as exc:
-        raise_for(common().created_anyway(api, name, exc))
+        error = common().created_anyway(api, name, exc)
+        if error.kind in common().CANDIDATE_KINDS or error.nothing_made:
+            raise CandidateRefused(error.message, hint=error.hint) from None
+        raise_for(error)
     deadline = clock() + timeout
     while True:
         inst = call(api.get, new_id)
@@ -413,6 +422,27 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
                                 "not running", hint=f"`meshctl machines --provider {provider}` shows it; "
                                 "terminate it at the provider if it stays so")  # fmt: skip
         sleep(5)
+
+
+def launch_first(mesh: Mesh, mesh_vars: dict, candidates: list, name: str, say=None, **wait) -> tuple:
+    """Try CANDIDATES (``(offer, provider, kind, options)``, in order) until one is created; returns
+    ``(offer, instance)``. A candidate refused for itself only (CandidateRefused) is skipped, said in
+    one line; any other failure stops at once (a create that may have made an instance is never
+    followed by another). None created: a ProviderError naming each refusal."""
+    say = say or (lambda _line: None)
+    refused = []
+    for offer, provider, kind, options in candidates:
+        try:
+            return offer, launch(mesh, mesh_vars, provider, kind, name, options, **wait)
+        except CandidateRefused as exc:
+            where = ", ".join(part for part in (kind, options.get("cloud"), options.get("region")) if part)
+            price = f" at ${offer.price_per_hour:.2f}/h" if offer is not None else ""
+            refused.append(f"{provider} ({where}){price}: {exc.message}")
+            say(f"skipped {provider} ({where}){price}: {exc.message}" + (" - trying the next offer" if
+                len(refused) < len(candidates) else ""))  # fmt: skip
+    raise ProviderError(f"no offer could be rented ({len(refused)} tried): " + "; ".join(refused),
+                        hint="`meshctl offers` lists what there is; try again later, another GPU or a higher "
+                        "--max-price")  # fmt: skip
 
 
 def raise_for(error) -> None:

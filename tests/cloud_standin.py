@@ -167,6 +167,8 @@ class Standin:
         self.answers: list[tuple[str, str, int, object]] = []  # (method, path, status, body) of every answer
         self.fail_next: list[tuple[int, dict, dict]] = []  # (status, body, headers) answered before the real one
         self.fail_create_after: int | None = None  # a create is done, then answered with this 5xx
+        # Creates refused for one offer: (the body's fields that pick it, status, answer), each used once.
+        self.refuse_create: list[tuple[dict, int, object]] = []
         self.page_size = 2  # Paperspace: the most machines one page holds here (its limit is honoured below it)
         self.rate_limit: str | None = None  # Runpod: the RateLimit header of every answer (None: not sent)
         # What can be rented: Lambda's instance types (regions with capacity), Runpod's GPU catalog.
@@ -202,6 +204,31 @@ class Standin:
         machine = self.backend.launch(prefix, name, kind, gpus, price)
         machine.state = state
         return machine
+
+    def refuse(self, match: dict, why: str) -> None:
+        """Refuse the next create whose body has MATCH's fields: ``capacity`` (no machine free, in the
+        provider's words) or ``pool`` (Runpod's 403: the account may not rent what was asked)."""
+        if why == "pool":
+            answer = (403, self._error(403, "create pod: forbidden", code="FORBIDDEN"))
+        else:
+            answer = {
+                "lambda": (400, {"error": {"code": "instance-operations/launch/insufficient-capacity",
+                                           "message": "Not enough capacity to fulfill launch request."}}),
+                "runpod": (400, self._error(400, "create pod: There are no longer any instances available with "
+                                            "the requested specifications. Please refresh and try again.")),
+                "paperspace": (400, {"code": "BAD_REQUEST", "message": self.backend.refusal}),
+            }[self.provider]  # fmt: skip
+        self.refuse_create.append((match, *answer))
+
+    def refusal_for(self, method: str, path: str, body) -> tuple[int, object] | None:
+        creates = {"lambda": "/instance-operations/launch", "runpod": "/v2/pods", "paperspace": "/machines"}
+        if method != "POST" or not path.split("?")[0].endswith(creates[self.provider]):
+            return None
+        for index, (match, status, answer) in enumerate(self.refuse_create):
+            if isinstance(body, dict) and all(body.get(k) == v for k, v in match.items()):
+                del self.refuse_create[index]
+                return status, answer
+        return None
 
     def throttle(self, times: int = 1, retry_after: str = "0") -> None:
         """The next TIMES requests get 429 Too Many Requests."""
@@ -306,6 +333,9 @@ class Standin:
                         return self._reply(method, 422 if standin.provider == "runpod" else 400,
                                            standin._error(422 if standin.provider == "runpod" else 400,
                                                           "the request does not match", wrong))  # fmt: skip
+                    refused = standin.refusal_for(method, self.path, body)
+                    if refused is not None:
+                        return self._reply(method, *refused)
                     status, payload = standin.route(method, self.path, body or {})
                     headers = {"RateLimit": standin.rate_limit} if standin.rate_limit else {}
                 return self._reply(method, status, payload, headers)
@@ -331,8 +361,8 @@ class Standin:
     def _error(self, status: int, message: str, errors: list[str] | None = None, code: str = "") -> dict:
         """An error answer in the provider's documented shape."""
         if self.provider == "runpod":
-            titles = {400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 404: "Not Found",
-                      409: "Conflict", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
+            titles = {400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
+                      404: "Not Found", 409: "Conflict", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
                       429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway"}  # fmt: skip
             problem = {"title": titles.get(status, "Error"), "status": status, "detail": message}
             return {**problem, "errors": errors} if errors else problem

@@ -60,44 +60,58 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         which = provider or (only if only != "any" else "lambda|runpod|paperspace")
         raise UsageError(f"the mesh has no {which if which in cloud.PROVIDERS else 'provider'} account to rent from",
                          hint=f"`meshctl provider add {which} --key-file FILE` first, then run this again")  # fmt: skip
-    price = None
+    price, candidates, first = None, [], None
     if gpu:
         wanted, count = cloud.parse_gpu(gpu)
         rows, problems = cloud.offers(mesh, mesh_vars, wanted, count or 1, None if only == "any" else only)
-        chosen = cloud.cheapest(rows, max_price)
         for where, said in problems.items():
             display.echo(f"{where} could not be asked: {said}", err=True)
-        if chosen is None:
+        # Every available offer at most --max-price, cheapest first: a create the provider refuses
+        # for that offer only (no capacity, a pool the account cannot use) moves on to the next.
+        chosen = [o for o in rows if o.available and (max_price is None or o.price_per_hour <= max_price)]
+        if not chosen:
             cheaper = cloud.cheapest(rows)
             raise UsageError(f"no available offer of {gpu}" + (f" at most ${max_price:.2f}/h" if max_price is not None
                              else "") + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h" if cheaper else ""),
                              hint="`meshctl offers --gpu " + gpu + " --all` lists what there is")  # fmt: skip
-        provider, kind, price = chosen.provider, chosen.type, chosen.price_per_hour
-        options["gpus"] = chosen.gpus
-        if chosen.cloud:
-            options["cloud"] = chosen.cloud
-        if not region and chosen.regions and "region" in cloud.capabilities(provider).launch_needs:
-            options["region"] = chosen.regions[0]
-        where = ", ".join(part for part in (kind, chosen.cloud, options.get("region")) if part)
-        display.echo(f"cheapest available {gpu}: {chosen.gpus} x {chosen.gpu} at {provider} ({where}), ${price:.2f}/h")
-    can = cloud.capabilities(provider)
-    if can.pod and ssh_key:  # the pod's image authorizes the key given as PUBLIC_KEY
-        public = Path(ssh_key + ".pub")
-        if not public.is_file():
-            raise UsageError(f"{public} is missing", hint=f"{can.title} needs the public half of --ssh-key beside it")
-        options["public_key"] = public.read_text().strip()
-    missing = [need for need in can.launch_needs if not options.get(need)]
-    if missing:
-        flags = ", ".join(FLAGS.get(need, need) for need in missing)
-        raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
-    if options.get("cloud") == "COMMUNITY":
+        for offer in chosen:
+            candidates.append((offer, offer.provider, offer.type, offer_options(offer, options, region)))
+        first = chosen[0]
+        provider, kind, price = first.provider, first.type, first.price_per_hour
+        where = ", ".join(part for part in (kind, first.cloud, candidates[0][3].get("region")) if part)
+        display.echo(f"cheapest available {gpu}: {first.gpus} x {first.gpu} at {provider} ({where}), ${price:.2f}/h"
+                     + (f"; {len(chosen) - 1} more offer(s) up to ${chosen[-1].price_per_hour:.2f}/h if it cannot be "
+                        "rented" if len(chosen) > 1 else ""))  # fmt: skip
+    else:
+        candidates.append((None, provider, kind, dict(options)))
+    ready, unready = [], []
+    for candidate in candidates:  # an offer whose launch needs what was not given is left out, said why
+        try:
+            check_launch_options(candidate[1], candidate[3], ssh_key)
+            ready.append(candidate)
+        except UsageError as exc:
+            unready.append(exc)
+            display.echo(f"left out {candidate[1]} ({candidate[2]}): {exc.message} ({exc.hint})", err=True)
+    if not ready:
+        raise unready[0]
+    candidates = ready
+    if candidates[0][0] is not None and candidates[0][0] is not first:
+        first = candidates[0][0]
+        provider, kind, price = first.provider, first.type, first.price_per_hour
+    if any(c[3].get("cloud") == "COMMUNITY" for c in candidates):
         display.echo(cloud.THIRD_PARTY_HOST)
     if not gpu:  # what the named type costs, from the provider's own offers, in the question
         price = typed_price(mesh, mesh_vars, provider, kind, options.get("cloud"))
     cost = f" at ${price:.2f}/h" if price is not None else " (its price: not listed by the provider)"
-    confirm(f"rent a {kind} at {can.title}{cost} as {name}? It bills until it is stopped or deleted", yes)
+    more = f" (or the next of {len(candidates)} offers if it cannot be rented)" if len(candidates) > 1 else ""
+    confirm(f"rent a {kind} at {cloud.capabilities(provider).title}{cost}{more} as {name}? It bills until it is "
+            "stopped or deleted", yes)  # fmt: skip
     display.echo(f"launching {kind} at {provider} as {name} ...")
-    inst = cloud.launch(mesh, mesh_vars, provider, kind, name, options)
+    offer, inst = cloud.launch_first(mesh, mesh_vars, candidates, name, say=display.echo)
+    if offer is not None and offer is not candidates[0][0]:
+        provider, kind = offer.provider, offer.type
+        display.echo(f"rented {offer.gpus} x {offer.gpu} at {provider} ({offer.cloud or kind}), "
+                     f"${offer.price_per_hour:.2f}/h")  # fmt: skip
     display.echo(f"{provider} instance {inst['id']} runs at {inst['ssh_host']}:{inst['ssh_port']}; waiting for SSH")
     cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], cloud.LAUNCH_TIMEOUT)
     target = f"{provider}:{inst['id']}"
@@ -114,6 +128,31 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
         )
         raise
     display.echo(f"{name} is active; `meshctl status` shows the mesh")
+
+
+def offer_options(offer, options: dict, region: str | None) -> dict:
+    """The launch options for OFFER: the user's, with its GPU count, cloud and (where the provider
+    needs one and the user named none) its first region with capacity."""
+    chosen = dict(options, gpus=offer.gpus)
+    if offer.cloud:
+        chosen["cloud"] = offer.cloud
+    if not region and offer.regions and "region" in cloud.capabilities(offer.provider).launch_needs:
+        chosen["region"] = offer.regions[0]
+    return chosen
+
+
+def check_launch_options(provider: str, options: dict, ssh_key) -> None:
+    """What PROVIDER's launch needs, there before anything is rented (OPTIONS is completed in place)."""
+    can = cloud.capabilities(provider)
+    if can.pod and ssh_key:  # the pod's image authorizes the key given as PUBLIC_KEY
+        public = Path(ssh_key + ".pub")
+        if not public.is_file():
+            raise UsageError(f"{public} is missing", hint=f"{can.title} needs the public half of --ssh-key beside it")
+        options["public_key"] = public.read_text().strip()
+    missing = [need for need in can.launch_needs if not options.get(need)]
+    if missing:
+        flags = ", ".join(FLAGS.get(need, need) for need in missing)
+        raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
 
 
 def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None):

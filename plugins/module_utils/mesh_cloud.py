@@ -56,8 +56,10 @@ TEXT_RE = re.compile(r"[A-Za-z0-9 _.,:/()+*=@#-]{0,128}")
 LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
 HOST_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(?:\.{LABEL})*")
 USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-KINDS = ("auth", "capacity", "quota", "not-found", "rate-limit", "unsupported", "unreachable", "bad-answer",
+KINDS = ("auth", "capacity", "pool", "quota", "not-found", "rate-limit", "unsupported", "unreachable", "bad-answer",
          "conflict", "invalid", "created", "error")  # fmt: skip
+# A create refused for one offer only: another candidate may be created (meshctl tries the next).
+CANDIDATE_KINDS = ("capacity", "pool")
 LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "public_key", "template_id", "cloud",
                "volume_gb")  # fmt: skip
 
@@ -128,6 +130,7 @@ class CloudError(Exception):
         self.hint = hint
         self.kind = kind if kind in KINDS else "error"
         self.status = status
+        self.nothing_made = False  # a create that failed, looked up afterwards: no instance by its name
 
     def __str__(self):
         return self.message
@@ -243,8 +246,10 @@ def created_anyway(client, name, error):
                           hint=f"look for {name} in {client.name}'s console: an instance there bills until deleted",
                           kind=error.kind, status=error.status)  # fmt: skip
     if not found:
-        return CloudError(f"{error.message}; no instance named {name} exists at {client.name} now",
+        none = CloudError(f"{error.message}; no instance named {name} exists at {client.name} now",
                           hint=error.hint or "try again", kind=error.kind, status=error.status)  # fmt: skip
+        none.nothing_made = True
+        return none
     ids = ", ".join(f"{i['id']} ({i['status']})" for i in found)
     return CloudError(f"{error.message}; yet {client.name} now has an instance named {name}: {ids}; it may bill",
                       hint=f"`meshctl add-node {client.name}:{found[0]['id']} --name {name}` adds it, or delete it: "

@@ -178,7 +178,19 @@ class Client:
         }
         if request.get("public_key"):
             body["env"] = {"PUBLIC_KEY": request["public_key"]}
-        return normalize(self.http.request("POST", "/pods", body))["id"]
+        try:
+            return normalize(self.http.request("POST", "/pods", body))["id"]
+        except CloudError as exc:
+            if exc.status != 403:
+                raise
+            # The document (api-reference-v2, create a pod): a 403 is a valid key without access to
+            # what was asked; for a create, a pool (GPU type, cloud) this account cannot rent from.
+            raise CloudError(
+                exc.message,
+                hint=f"this account cannot rent {request['type']} in {cloud} Cloud: another GPU type or cloud may do",
+                kind="pool",
+                status=403,
+            ) from None
 
     def start_command(self, instance_id):
         """The pod's ``args`` as a list of words (empty: the image's own start)."""

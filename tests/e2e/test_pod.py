@@ -421,22 +421,30 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
 
 
 def test_launch_rents_a_pod_that_joins_and_remove_node_terminate_gives_it_back(bed):
-    """`meshctl offers` and `meshctl launch --gpu` on real daemons: the cheapest available offer of
-    the stand-in's catalog (Runpod v2, Community Cloud) is rented; the stand-in creates a pod (a new
+    """`meshctl offers` and `meshctl launch --gpu` on real daemons: the stand-in's catalog (Runpod v2)
+    has the GPU in Community Cloud and, dearer, Secure Cloud; the cheapest has no capacity when the
+    create asks, so the next offer is rented (one pod in all); the stand-in creates a pod (a new
     container that authorizes the key given as PUBLIC_KEY), meshctl waits for its SSH and adds it (pod
     mode), it runs jobs; `remove-node --terminate -y` takes it out and deletes the pod at the provider."""
     offers = bed.meshctl("offers", "--gpu", "RTX A5000", "--json")
     assert offers.returncode == 0, offers.stdout + offers.stderr
     listed = json.loads(offers.stdout)["offers"]
     assert [(o["cloud"], o["price_per_hour"]) for o in listed] == [("COMMUNITY", 0.16), ("SECURE", 0.27)], listed
+    # The cheapest (Community Cloud) has no capacity when asked: the next offer is rented, one pod in all.
+    bed.api.refuse({"cloud": "COMMUNITY"}, "capacity")
     launched = bed.meshctl("launch", "--gpu", "RTX A5000", "--provider", "runpod", "--name", "rp2", "--ssh-key",
                            str(bed.key), "-y")  # fmt: skip
     assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
     assert "cheapest available RTX A5000: 1 x RTX A5000 at runpod (NVIDIA RTX A5000, COMMUNITY), $0.16/h" in (
         launched.stdout), launched.stdout[-4000:]  # fmt: skip
-    pod = next(m for m in bed.api.backend.machines.values() if m.name == "rp2")
-    created = next(body for method, path, body in bed.api.bodies if (method, path) == ("POST", "/v2/pods"))
-    assert created["cloud"] == "COMMUNITY" and created["gpu"] == {"id": "NVIDIA RTX A5000", "count": 1}, created
+    assert "skipped runpod (NVIDIA RTX A5000, COMMUNITY) at $0.16/h: " in launched.stdout, launched.stdout[-4000:]
+    assert "rented 1 x RTX A5000 at runpod (SECURE), $0.27/h" in launched.stdout, launched.stdout[-4000:]
+    pods = [m for m in bed.api.backend.machines.values() if m.name == "rp2"]
+    assert len(pods) == 1, pods  # one machine for one request
+    pod = pods[0]
+    created = [body for method, path, body in bed.api.bodies if (method, path) == ("POST", "/v2/pods")]
+    assert [body["cloud"] for body in created] == ["COMMUNITY", "SECURE"], created
+    assert created[-1]["gpu"] == {"id": "NVIDIA RTX A5000", "count": 1}, created
     assert pod.env["PUBLIC_KEY"].startswith("ssh-ed25519 ")
     host = yaml.safe_load((bed.mesh / "mesh.yml").read_text())["all"]["hosts"]["rp2"]
     assert host["meshctl_instance"] == f"runpod:{pod.id}" and host["mesh_pod"] is True, host

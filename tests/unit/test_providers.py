@@ -449,3 +449,83 @@ def test_asking_the_providers_is_said_on_a_terminal_while_it_lasts(mesh, two_pro
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     cloud.ask_each(mesh, {}, "list")
     assert "asking lambda, runpod ..." in capsys.readouterr().err
+
+
+# --- launch by candidates (`launch --gpu`): the offers in order until one is created ------------
+
+
+def candidates_of(mesh, gpu: str, count: int = 1):
+    """What `launch --gpu` tries, in its order: every available offer, cheapest first, with its options."""
+    from meshctl.commands.launch import offer_options
+
+    rows, _ = cloud.offers(mesh, {}, gpu, count)
+    options = {"region": None, "ssh_key_names": ["laptop"], "public_key": "ssh-ed25519 AAAA x"}
+    return [(o, o.provider, o.type, offer_options(o, options, None)) for o in rows if o.available]
+
+
+def creates(api) -> list:
+    return [body for method, path, body in api.bodies if method == "POST" and path.endswith(("/pods", "/launch"))]
+
+
+def test_a_candidate_without_capacity_is_skipped_and_the_next_offer_rented(mesh, two_providers):
+    _lam, rp = two_providers
+    rp.refuse({"cloud": "COMMUNITY"}, "capacity")
+    said = []
+    offer, inst = cloud.launch_first(mesh, {}, candidates_of(mesh, "A5000"), "n1", say=said.append)
+    assert (offer.provider, offer.cloud, offer.price_per_hour) == ("runpod", "SECURE", 0.27)
+    assert [b["cloud"] for b in creates(rp)] == ["COMMUNITY", "SECURE"]  # in price order, one each
+    assert len([m for m in rp.backend.machines.values() if m.state != "terminated"]) == 1 and inst["name"] == "n1"
+    assert len(said) == 1 and said[0].startswith("skipped runpod (NVIDIA RTX A5000, COMMUNITY) at $0.16/h: ")
+    assert "no longer any instances available" in said[0] and said[0].endswith("trying the next offer")
+
+
+def test_a_pool_the_account_may_not_rent_from_is_skipped_not_taken_for_a_bad_key(mesh, two_providers):
+    _lam, rp = two_providers
+    rp.refuse({"cloud": "COMMUNITY"}, "pool")
+    said = []
+    offer, _inst = cloud.launch_first(mesh, {}, candidates_of(mesh, "A5000"), "n1", say=said.append)
+    assert offer.cloud == "SECURE" and [b["cloud"] for b in creates(rp)] == ["COMMUNITY", "SECURE"]
+    assert "(403)" in said[0] and "check the key" not in said[0]
+
+
+def test_candidates_go_across_providers_and_every_refusal_is_named_when_none_is_created(mesh, two_providers):
+    lam, rp = two_providers
+    rp.refuse({"cloud": "SECURE"}, "capacity")
+    lam.refuse({"instance_type_name": "gpu_8x_h100_sxm5"}, "capacity")
+    with pytest.raises(ProviderError) as caught:
+        cloud.launch_first(mesh, {}, candidates_of(mesh, "H100", 8), "n1")
+    assert caught.value.message.startswith("no offer could be rented (2 tried): runpod (NVIDIA H100 80GB HBM3, SECURE)")
+    assert "lambda (gpu_8x_h100_sxm5, us-south-2) at $23.92/h: " in caught.value.message
+    assert "--max-price" in caught.value.hint
+    assert [m for m in [*rp.backend.machines.values(), *lam.backend.machines.values()] if m.state != "terminated"] == []
+
+
+def test_a_create_that_may_have_made_a_machine_stops_the_candidates(mesh, two_providers):
+    """A 5xx after the create was done: the instance exists and bills; no second machine is made."""
+    _lam, rp = two_providers
+    rp.fail_create_after = 502
+    with pytest.raises(ProviderError) as caught:
+        cloud.launch_first(mesh, {}, candidates_of(mesh, "A5000"), "n1")
+    assert "now has an instance named n1" in caught.value.message and len(creates(rp)) == 1
+    assert len([m for m in rp.backend.machines.values() if m.state != "terminated"]) == 1
+
+
+def test_a_create_that_failed_and_made_nothing_moves_on_after_looking(mesh, two_providers):
+    """A 5xx before anything was made: looked up by name (none), then the next candidate."""
+    _lam, rp = two_providers
+    candidates = candidates_of(mesh, "A5000")
+    rp.fail_next = [(502, rp._error(502, "upstream request failed"), {})]
+    said = []
+    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1", say=said.append)
+    assert offer.cloud == "SECURE" and "no instance named n1 exists at runpod now" in said[0]
+    posts = [(m, p) for m, p in rp.requests if m == "POST"]
+    assert len(posts) == 2 and ("GET", "/v2/pods") in rp.requests  # looked up between the two creates
+
+
+def test_any_other_refusal_stops_at_once(mesh, two_providers):
+    _lam, rp = two_providers
+    candidates = candidates_of(mesh, "A5000")
+    rp.fail_next = [(401, rp._unauthorized(), {})]
+    with pytest.raises(ProviderError, match=r"\(401\)") as caught:
+        cloud.launch_first(mesh, {}, candidates, "n1")
+    assert "check the key" in caught.value.hint and len(creates(rp)) == 1
