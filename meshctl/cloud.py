@@ -442,7 +442,8 @@ def launch_first(mesh: Mesh, mesh_vars: dict, candidates: list, name: str, say=N
                 len(refused) < len(candidates) else ""))  # fmt: skip
     raise ProviderError(f"no offer could be rented ({len(refused)} tried): " + "; ".join(refused),
                         hint="`meshctl offers` lists what there is; try again later, another GPU or a higher "
-                        "--max-price")  # fmt: skip
+                        "--max-price (when every offer was refused alike, the last reason may be about the "
+                        "request itself)")  # fmt: skip
 
 
 def raise_for(error) -> None:

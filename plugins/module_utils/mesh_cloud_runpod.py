@@ -181,16 +181,16 @@ class Client:
         try:
             return normalize(self.http.request("POST", "/pods", body))["id"]
         except CloudError as exc:
-            if exc.status != 403:
-                raise
-            # The document (api-reference-v2, create a pod): a 403 is a valid key without access to
-            # what was asked; for a create, a pool (GPU type, cloud) this account cannot rent from.
-            raise CloudError(
-                exc.message,
-                hint=f"this account cannot rent {request['type']} in {cloud} Cloud: another GPU type or cloud may do",
-                kind="pool",
-                status=403,
-            ) from None
+            # The create's own table (its description in the v2 document): a 400 is a broken rule or a
+            # GPU that could not be placed (only the detail tells): try the next candidate; a 403 is
+            # a pool the account cannot access: skip it.
+            if exc.status == 403:
+                hint = f"this account cannot rent {request['type']} in {cloud} Cloud: another GPU type or cloud may do"
+                raise CloudError(exc.message, hint=hint, kind="pool", status=403) from None
+            if exc.status == 400 and exc.kind == "error":
+                hint = "Runpod could not place it, or the request breaks a rule: the detail says which"
+                raise CloudError(exc.message, hint=hint, kind="capacity", status=400) from None
+            raise
 
     def start_command(self, instance_id):
         """The pod's ``args`` as a list of words (empty: the image's own start)."""

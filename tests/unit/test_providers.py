@@ -529,3 +529,20 @@ def test_any_other_refusal_stops_at_once(mesh, two_providers):
     with pytest.raises(ProviderError, match=r"\(401\)") as caught:
         cloud.launch_first(mesh, {}, candidates, "n1")
     assert "check the key" in caught.value.hint and len(creates(rp)) == 1
+
+
+def test_runpods_create_table_a_400_tries_the_next_a_402_stops():
+    """The create's own table (tests/schemas/runpod.json's note): a 400 is a rule broken or a GPU not
+    placed (try the next), a 402 an empty balance (no candidate will do: stop)."""
+    with Standin("runpod") as api:
+        client, _timer = client_for(api)
+        request = {"type": "NVIDIA RTX A5000", "name": "n1", "cloud": "SECURE"}
+        api.fail_next = [(400, api._error(400, "create pod: could not place the pod"), {})]
+        with pytest.raises(resources.plugin("module_utils.mesh_cloud").CloudError) as placed:
+            client.launch(request)
+        assert placed.value.kind in resources.plugin("module_utils.mesh_cloud").CANDIDATE_KINDS
+        api.fail_next = [(402, api._error(402, "insufficient balance"), {})]
+        with pytest.raises(resources.plugin("module_utils.mesh_cloud").CloudError) as broke:
+            client.launch(request)
+        assert broke.value.kind not in resources.plugin("module_utils.mesh_cloud").CANDIDATE_KINDS
+        assert api.backend.machines == {}
