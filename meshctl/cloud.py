@@ -189,8 +189,9 @@ def node_of(instance: dict, nodes: list[Node]) -> str | None:
     return next((node.name for node in nodes if relaunched_as(instance, node)), None)
 
 
-def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = None) -> tuple[dict, dict[str, str]]:
-    """METHOD (``list``, ``offers``) of every configured provider's client (or PROVIDER's):
+def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = None,
+             *args) -> tuple[dict, dict[str, str]]:  # fmt: skip
+    """METHOD (``list``, ``offers``) of every configured provider's client (or PROVIDER's), given ARGS:
     ``({provider: answer}, {provider: what went wrong})``; one provider failing is one problem."""
     if provider and check_provider(provider) not in configured(mesh):
         raise UsageError(f"the mesh has no {provider} account",
@@ -201,7 +202,7 @@ def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = No
         print(f"asking {', '.join(asked)} ...", file=sys.stderr, flush=True)
     for name in asked:
         try:
-            answers[name] = call(getattr(account(mesh, mesh_vars, name), method))
+            answers[name] = call(getattr(account(mesh, mesh_vars, name), method), *args)
         except (ProviderError, UsageError) as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     return answers, problems
@@ -500,7 +501,7 @@ def offers(mesh: Mesh, mesh_vars: dict, gpu: str | None = None, count: int | Non
     per GPU first, the available ones before the others; and the providers that could not be asked.
     An offer a launch may scale (``max_gpus``) is shown for COUNT GPUs at COUNT times its price."""
     rows = []
-    answers, problems = ask_each(mesh, mesh_vars, "offers", provider)
+    answers, problems = ask_each(mesh, mesh_vars, "offers", provider, count)
     for name, found in answers.items():
         for item in found:
             if gpu and not gpu_matches(gpu, item["gpu"], item["type"]):

@@ -182,6 +182,8 @@ class Standin:
             ("NVIDIA H100 80GB HBM3", "H100 SXM", 2.69, 0.0, 8, 0, "LOW"),
             ("NVIDIA A100 80GB PCIe", "A100 PCIe", 1.64, 1.19, 8, 8, "NONE"),
         ]
+        # Runpod: GPUs of a type free now in a cloud, (id, cloud) -> count; its ceiling when not said.
+        self.stock: dict[tuple[str, str], int] = {}
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((bind, 0), self._handler())
@@ -389,6 +391,8 @@ class Standin:
         path, _, query = path.partition("?")
         if self.provider == "paperspace":
             return self._route_paperspace(method, path, body or {}, dict(parse_qsl(query)))
+        if self.provider == "runpod":
+            return self._route_runpod(method, path, body or {}, dict(parse_qsl(query)))
         return getattr(self, f"_route_{self.provider}")(method, path, body or {})
 
     def _route_lambda(self, method, path, body):
@@ -443,12 +447,19 @@ class Standin:
             return 200, {"data": {"terminated_instances": done}}
         return 404, {"error": {"code": "global/not-found", "message": f"no route {method} {path}"}}  # no stop
 
-    def _route_runpod(self, method, path, body):
+    def _route_runpod(self, method, path, body, query=None):
+        query = query or {}
         if path == "/v2/pods" and method == "GET":
             return 200, {"pods": [self.render(m) for m in self._live()]}
         if path == "/v2/catalog/gpus" and method == "GET":
             gpus = []
-            for gpu_id, name, secure, community, most_secure, most_community, availability in self.gpu_types:
+            # Availability for the cloud and GPU count asked (Secure Cloud's, for one GPU, unless
+            # both are): none beyond the cloud's ceiling, none in a cloud that does not offer it.
+            cloud, count = query.get("cloud", "SECURE"), int(query.get("count", "1"))
+            for gpu_id, name, secure, community, most_secure, most_community, stock in self.gpu_types:
+                price, most = (secure, most_secure) if cloud == "SECURE" else (community, most_community)
+                free = self.stock.get((gpu_id, cloud), most)
+                availability = stock if price > 0 and count <= min(most, free) else "NONE"
                 item = {"id": gpu_id, "name": name, "pool": None, "manufacturer": "NVIDIA", "memory": 80,
                         "secure": secure > 0, "community": community > 0,
                         "price": {"secure": secure, "community": community},

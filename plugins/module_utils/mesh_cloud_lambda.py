@@ -186,7 +186,7 @@ class Client:
                              hint=f"delete {key_name} in Lambda's console", kind="conflict")  # fmt: skip
         return key_name
 
-    def offers(self):
+    def offers(self, count=None):  # an instance type has its GPUs: COUNT picks among them (meshctl.cloud.offers)
         return type_offers(self.http.request("GET", "/instance-types"))
 
     def terminate(self, instance_id):

@@ -153,7 +153,7 @@ class Client:
     def terminate(self, instance_id):
         self.http.request("DELETE", f"/machines/{instance_id}")
 
-    def offers(self):
+    def offers(self, count=None):
         """None: Paperspace's API lists no machine types, prices or availability (``meshctl offers`` says so)."""
         return []
 

@@ -116,9 +116,10 @@ def normalize(data):
     )
 
 
-def gpu_offers(answer):
-    """The GPU catalog (GET /catalog/gpus with availability) as offers: one per GPU type and cloud it is
-    offered in, for a single GPU (a launch asks for ``gpus``; its price is that many times this)."""
+def gpu_offers(answer, clouds=CLOUDS):
+    """The GPU catalog (GET /catalog/gpus with availability) as offers: one per GPU type and cloud of
+    CLOUDS it is offered in, for a single GPU (a launch asks for ``gpus``; its price is that many
+    times this). Its availability is for the cloud and GPU count the catalog was asked for."""
     gpus = answer.get("gpus") if isinstance(answer, dict) else None
     if not isinstance(gpus, list):
         raise CloudError("runpod answered GET /catalog/gpus without a gpus list", kind="bad-answer")
@@ -129,7 +130,7 @@ def gpu_offers(answer):
         price = item.get("price") if isinstance(item.get("price"), dict) else {}
         most = item.get("maxCount") if isinstance(item.get("maxCount"), dict) else {}
         centres = [c.get("id") for c in item.get("dataCenters") or [] if isinstance(c, dict)]
-        for cloud in CLOUDS:
+        for cloud in clouds:
             key = cloud.lower()
             if not item.get(key) or number(price.get(key), 0.0001) is None:
                 continue
@@ -224,9 +225,17 @@ class Client:
     def terminate(self, instance_id):
         self.http.request("DELETE", f"/pods/{instance_id}")
 
-    def offers(self):
-        answer = self.http.request("GET", "/catalog/gpus", query={"include": "AVAILABILITY", "product": "POD"})
-        return gpu_offers(answer)
+    def offers(self, count=None):
+        """The catalog asked once per cloud, for COUNT GPUs when given: its availability is Secure
+        Cloud's for one GPU unless the cloud and the count are asked (GET /catalog/gpus, `cloud`,
+        `count`), and a ceiling (``maxCount``) is no stock."""
+        found = []
+        for cloud in CLOUDS:
+            query = {"include": "AVAILABILITY", "product": "POD", "cloud": cloud}
+            if count:
+                query["count"] = str(int(count))
+            found += gpu_offers(self.http.request("GET", "/catalog/gpus", query=query), (cloud,))
+        return found
 
     def register_key(self, key_name, public_key):
         raise CloudError("runpod takes a pod's key at its launch (PUBLIC_KEY), not as a registered key",

@@ -546,3 +546,19 @@ def test_runpods_create_table_a_400_tries_the_next_a_402_stops():
             client.launch(request)
         assert broke.value.kind not in resources.plugin("module_utils.mesh_cloud").CANDIDATE_KINDS
         assert api.backend.machines == {}
+
+
+def test_runpods_availability_is_asked_per_cloud_and_gpu_count(mesh, two_providers):
+    """The catalog's availability is Secure Cloud's for one GPU unless the cloud and the count are
+    asked, and its ceiling (maxCount) is no stock: asked per cloud for the GPUs wanted, an offer is
+    available only where they are free (the stand-in's RTX A5000: 2 free in Community Cloud, whose
+    ceiling is 4)."""
+    _lam, rp = two_providers
+    rp.stock[("NVIDIA RTX A5000", "COMMUNITY")] = 2
+    rows, _ = cloud.offers(mesh, {}, "A5000", 4, "runpod")
+    assert [(o.cloud, o.gpus, o.available) for o in rows] == [("SECURE", 4, True), ("COMMUNITY", 4, False)]
+    asked = [p for m, p in rp.requests if p.startswith("/v2/catalog/gpus")]
+    assert len(asked) == 2 and all("count=4" in p for p in asked)
+    assert {re.search(r"cloud=(\w+)", p).group(1) for p in asked} == {"SECURE", "COMMUNITY"}
+    rows, _ = cloud.offers(mesh, {}, "A5000", 2, "runpod")
+    assert [(o.cloud, o.available) for o in rows] == [("COMMUNITY", True), ("SECURE", True)]
