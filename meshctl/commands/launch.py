@@ -27,7 +27,11 @@ FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id":
               help="With --gpu: the provider to rent from.")  # fmt: skip
 @click.option("--max-price", type=click.FloatRange(min=0), help="With --gpu: the most $/h the machine may cost.")
 @click.option("--name", required=True, help="The instance's name at the provider, and the node's name.")
-@click.option("--region", help="Region (Lambda: us-east-1; Paperspace: ny2). With --gpu: Lambda's first with capacity.")
+@click.option(
+    "--region",
+    help="Region (Lambda: us-east-1; Paperspace: ny2) or data centre (Runpod: EU-RO-1). With "
+    "--gpu: Lambda's first with capacity unless named.",
+)
 @click.option("--ssh-key-name", "ssh_key_names", multiple=True, help="Lambda: a key registered at Lambda.")
 @click.option("--template-id", help="Paperspace: the OS template's id.")
 @click.option("--image", help="Runpod: the container image (default: an official PyTorch image that starts sshd).")

@@ -162,8 +162,8 @@ class Client:
 
     def launch(self, request):
         """Create a pod (POST /pods): ``type`` a GPU type id, ``gpus``, ``image``, ``cloud`` (SECURE or
-        COMMUNITY), ``volume_gb`` at /workspace, ``public_key`` authorized by the image (its PUBLIC_KEY);
-        22/tcp published. Returns its id."""
+        COMMUNITY), ``region`` a data centre id (``dataCenterIds``), ``volume_gb`` at /workspace,
+        ``public_key`` authorized by the image (its PUBLIC_KEY); 22/tcp published. Returns its id."""
         cloud = (request.get("cloud") or "SECURE").upper()
         if cloud not in CLOUDS:
             raise CloudError(f"runpod has no cloud {request.get('cloud')!r}", hint="use SECURE or COMMUNITY",
@@ -179,6 +179,8 @@ class Client:
         }
         if request.get("public_key"):
             body["env"] = {"PUBLIC_KEY": request["public_key"]}
+        if request.get("region"):  # a data centre the user named (--region): placed there or refused
+            body["dataCenterIds"] = [request["region"]]
         try:
             return normalize(self.http.request("POST", "/pods", body))["id"]
         except CloudError as exc:

@@ -562,3 +562,11 @@ def test_runpods_availability_is_asked_per_cloud_and_gpu_count(mesh, two_provide
     assert {re.search(r"cloud=(\w+)", p).group(1) for p in asked} == {"SECURE", "COMMUNITY"}
     rows, _ = cloud.offers(mesh, {}, "A5000", 2, "runpod")
     assert [(o.cloud, o.available) for o in rows] == [("COMMUNITY", True), ("SECURE", True)]
+
+
+def test_a_runpod_launch_sends_the_data_centre_the_user_named(mesh, two_providers):
+    _lam, rp = two_providers
+    cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n1", {"region": "EU-RO-1", "public_key": "ssh-ed25519 A x"})
+    cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n2", {"public_key": "ssh-ed25519 A x"})
+    sent = creates(rp)
+    assert sent[0]["dataCenterIds"] == ["EU-RO-1"] and "dataCenterIds" not in sent[1]  # the scheduler chooses
