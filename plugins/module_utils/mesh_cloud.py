@@ -47,6 +47,10 @@ MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
 MAX_DEPTH = 32
 MAX_NUMBER = 24
 DEADLINE = 120.0
+# Seconds of a rate limit's wait (Retry-After, a RateLimit window) read as such: a day window and
+# more. A wait longer than what is left of a call's DEADLINE is not begun: the call fails at once,
+# saying when to try again (``rate_limited``).
+LONGEST_LIMIT = 7 * 86400
 STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "unhealthy", "unknown")
 INSTANCE_KEYS = ("provider", "id", "name", "status", "provider_status", "ssh_host", "ssh_port", "ssh_user", "gpus",
                  "gpu_type", "price_per_hour", "cloud")  # fmt: skip
@@ -273,7 +277,7 @@ def rate_limit_wait(header):
     wait = 0.0
     for member in str(header or "").split(","):
         params = dict(part.strip().split("=", 1) for part in member.split(";")[1:] if "=" in part)
-        remaining, reset = number(params.get("r"), 0, 1e9), number(params.get("t"), 0, 3600)
+        remaining, reset = number(params.get("r"), 0, 1e9), number(params.get("t"), 0, LONGEST_LIMIT)
         if remaining == 0 and reset is not None:
             wait = max(wait, reset)
     return wait
@@ -320,6 +324,8 @@ class Http:
     def _pace(self, ends, what):
         if self._hold_until is not None:
             wait = self._hold_until - self.clock()
+            if wait > 0 and self.clock() + wait > ends:
+                raise self.rate_limited(wait, "its RateLimit header: a window with no request left")
             self._hold_until = None
             if wait > 0:
                 self._wait(wait, ends, what)
@@ -328,6 +334,15 @@ class Http:
             if wait > 0:
                 self._wait(wait, ends, what)
         self._last = self.clock()
+
+    def rate_limited(self, seconds, said):
+        """The CloudError of a rate limit that asks for a longer wait than a call makes: when to try again."""
+        later = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+            f"{seconds / 3600:.1f} h"  # fmt: skip
+        return CloudError(f"{self.provider} limits requests: the next is allowed in {later} ({said}), longer than "
+                          f"meshctl waits within one call ({self.deadline:g} s)",
+                          hint=f"try again in {later}; other commands that ask {self.provider} wait as well",
+                          kind="rate-limit")  # fmt: skip
 
     def _wait(self, seconds, ends, what, why="a wait"):
         """Sleep SECONDS unless that passes ENDS (the call's deadline): then the call fails now."""
@@ -386,7 +401,10 @@ class Http:
                 # 429: nothing was done, ask again. A 5xx or a lost connection may have done it: only a
                 # read is asked again (a launch sent twice could rent two machines).
                 if (status == 429 or (status >= 500 and method == "GET")) and attempt < self.retries:
-                    self._wait(_delay(retry_after, attempt), ends, what, f"its Retry-After ({status})")
+                    delay = _delay(retry_after, attempt)
+                    if status == 429 and self.clock() + delay > ends:
+                        raise self.rate_limited(delay, f"its Retry-After: {delay:g} s") from None
+                    self._wait(delay, ends, what, f"its Retry-After ({status})")
                     continue
                 raise self._error(method, path, status, payload) from None
             except (urllib.error.URLError, OSError) as exc:
@@ -428,7 +446,7 @@ class Http:
 
 
 def _delay(retry_after, attempt):
-    seconds = number(retry_after, 0, 300)
+    seconds = number(retry_after, 0, LONGEST_LIMIT)
     return seconds if seconds is not None else min(2**attempt, 30)
 
 

@@ -106,7 +106,8 @@ def test_retry_after_300_four_times_is_not_waited_out():
     api, _ = client("lambda", throttled, timer)
     with pytest.raises(mod("mesh_cloud").CloudError) as caught:
         api.list()
-    assert caught.value.kind == "unreachable" and "within 120 s" in caught.value.message
+    assert caught.value.kind == "rate-limit" and "(its Retry-After: 300 s)" in caught.value.message
+    assert caught.value.hint.startswith("try again in 5 min")  # said, not waited: when to try again
     assert timer.slept == [] and len(sent) == 1  # a wait past the deadline is not begun
     assert all(timeout <= 120 for timeout in sent)
 

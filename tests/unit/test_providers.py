@@ -235,6 +235,30 @@ def test_a_rate_limit_header_with_nothing_left_holds_the_next_request():
         assert 7.0 in timer.slept
 
 
+def test_a_long_rate_limit_window_or_retry_after_is_said_with_when_to_try_again_not_ignored():
+    """Before: a RateLimit window over an hour and a Retry-After over 300 s were read as nothing (a
+    day's window used up: no wait; Retry-After 1812 s: a 1 s retry). Now either is honoured within
+    one call's deadline, else the call fails at once saying when to try again."""
+    base = mod("mesh_cloud")
+    assert base.rate_limit_wait('"minute";r=3;t=12, "day";r=0;t=50000') == 50000  # a day window, used up
+    with Standin("runpod") as api:
+        api.rate_limit = '"minute";r=3;t=12, "day";r=0;t=50000'
+        client, timer = client_for(api)
+        client.list()
+        with pytest.raises(base.CloudError) as caught:
+            client.list()
+        assert caught.value.kind == "rate-limit" and "the next is allowed in 13.9 h" in caught.value.message
+        assert caught.value.hint.startswith("try again in 13.9 h") and 50000.0 not in timer.slept
+        assert len(api.requests) == 1  # the second was not sent
+    with Standin("runpod") as api:
+        api.throttle(times=1, retry_after="1812")
+        client, timer = client_for(api)
+        with pytest.raises(base.CloudError) as caught:
+            client.list()
+        assert caught.value.kind == "rate-limit" and "try again in 30 min" in caught.value.hint
+        assert timer.slept == [] and len(api.requests) == 1  # not a 1 s retry
+
+
 class Redirecting(BaseHTTPRequestHandler):
     """Answers every request with a redirect to TARGET; records what reached it."""
 
