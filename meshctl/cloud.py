@@ -253,7 +253,7 @@ def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[No
         except ProviderError as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             continue
-        by_ref = {instance_ref(inst): inst for inst in found if inst["status"] != "terminated"}
+        by_ref = {instance_ref(inst): inst for inst in found if inst["status"] not in common().GONE}
         taken = {node.instance for node in nodes if node.instance}
         for node in nodes:
             inst = by_ref.get(node.instance or "")
@@ -296,7 +296,7 @@ def find_instance(mesh: Mesh, mesh_vars: dict, provider: str, wanted: str) -> di
     if inst["status"] != "running":
         if inst["status"] in ("starting", "stopping"):
             hint = "wait until it runs (`meshctl machines` shows its status), then add it"
-        elif capabilities(provider).can_stop and inst["status"] != "terminated":
+        elif capabilities(provider).can_stop and inst["status"] not in common().GONE:
             hint = "start it in the provider's console, then add it"
         else:
             hint = "it cannot be started again: launch a new one (`meshctl launch`)"
@@ -418,7 +418,7 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
         inst = call(api.get, new_id)
         if inst["status"] == "running" and inst["ssh_host"] and inst["ssh_port"]:
             return inst
-        if inst["status"] in ("terminated", "unhealthy") or clock() >= deadline:
+        if inst["status"] in (*common().GONE, "unhealthy") or clock() >= deadline:
             raise ProviderError(f"{provider} instance {new_id} is {inst['status']} ({inst['provider_status']}), "
                                 "not running", hint=f"`meshctl machines --provider {provider}` shows it; "
                                 "terminate it at the provider if it stays so")  # fmt: skip

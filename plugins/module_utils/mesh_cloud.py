@@ -51,7 +51,10 @@ DEADLINE = 120.0
 # more. A wait longer than what is left of a call's DEADLINE is not begun: the call fails at once,
 # saying when to try again (``rate_limited``).
 LONGEST_LIMIT = 7 * 86400
-STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "unhealthy", "unknown")
+STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "preempted", "unhealthy", "unknown")
+# An instance that is no more: deleted, or taken back by its provider (Lambda's `preempted`): its
+# node is lost, as after a termination.
+GONE = ("terminated", "preempted")
 INSTANCE_KEYS = ("provider", "id", "name", "status", "provider_status", "ssh_host", "ssh_port", "ssh_user", "gpus",
                  "gpu_type", "price_per_hour", "cloud")  # fmt: skip
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
@@ -60,8 +63,8 @@ TEXT_RE = re.compile(r"[A-Za-z0-9 _.,:/()+*=@#-]{0,128}")
 LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
 HOST_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(?:\.{LABEL})*")
 USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-KINDS = ("auth", "capacity", "pool", "quota", "not-found", "rate-limit", "unsupported", "unreachable", "bad-answer",
-         "conflict", "invalid", "created", "error")  # fmt: skip
+KINDS = ("auth", "billing", "capacity", "pool", "quota", "not-found", "rate-limit", "unsupported", "unreachable",
+         "bad-answer", "conflict", "invalid", "created", "error")  # fmt: skip
 # A create refused for one offer only: another candidate may be created (meshctl tries the next).
 CANDIDATE_KINDS = ("capacity", "pool")
 LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "public_key", "template_id", "cloud",
@@ -243,7 +246,7 @@ def created_anyway(client, name, error):
     if not maybe_done:
         return error
     try:
-        found = [i for i in client.list() if i["name"] == name and i["status"] != "terminated"]
+        found = [i for i in client.list() if i["name"] == name and i["status"] not in GONE]
     except CloudError as again:
         return CloudError(f"{error.message}; the create may have been done, and {client.name} could not be asked "
                           f"whether an instance named {name} exists now ({again.message})",
@@ -427,7 +430,7 @@ class Http:
     def _error(self, method, path, status, payload):
         message, kind = self.describe(status, payload)
         where = f"{self.provider} refused {method} {path.split('?')[0]} ({status}): {message}"
-        if status in (401, 403) or kind == "auth":
+        if status == 401 or kind == "auth" or (status == 403 and kind == "error"):
             return CloudError(where, hint=f"check the key: `meshctl provider add {self.provider} --key-file FILE` "
                               "stores a new one", kind="auth", status=status)  # fmt: skip
         if status == 429 or kind == "rate-limit":
@@ -438,6 +441,7 @@ class Http:
         hints = {
             "capacity": "no machine of that type is free now: try another type or region, or later",
             "quota": "the account's quota is reached: raise it with the provider or remove instances",
+            "billing": f"the account's billing details need fixing: see {self.provider}'s console (the key is fine)",
             "not-found": "`meshctl machines` lists what the provider has",
             "conflict": "the instance is not in a state that allows it now: `meshctl machines` shows its status",
             "invalid": "meshctl sent something the provider refuses: report it with the message above",

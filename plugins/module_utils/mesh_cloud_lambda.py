@@ -44,7 +44,7 @@ CAPABILITIES = Capabilities(
 )
 LAUNCH_INTERVAL = 12.0  # seconds between two launches (5 a minute)
 STATUS = {"active": "running", "booting": "starting", "unhealthy": "unhealthy", "terminating": "stopping",
-          "terminated": "terminated"}  # fmt: skip
+          "terminated": "terminated", "preempted": "preempted"}  # fmt: skip
 
 
 def describe(status, payload):
@@ -59,6 +59,8 @@ def describe(status, payload):
         return message, "capacity"
     if "quota" in code:
         return message, "quota"
+    if code == "global/invalid-address":  # 403 on a launch: the billing address, not the key
+        return message, "billing"
     if "invalid-api-key" in code or "unauthorized" in code or "account-inactive" in code:
         return message, "auth"
     if "not-found" in code or "object-does-not-exist" in code:
@@ -142,7 +144,17 @@ class Client:
                 self.http.sleep(wait)
         body = {"region_name": request["region"], "instance_type_name": request["type"],
                 "ssh_key_names": list(request["ssh_key_names"]), "name": request["name"]}  # fmt: skip
-        answer = self.http.request("POST", "/instance-operations/launch", body)
+        try:
+            answer = self.http.request("POST", "/instance-operations/launch", body)
+        except CloudError as exc:
+            if exc.kind != "not-found":
+                raise
+            # On a launch, global/object-does-not-exist names what the body points at: the
+            # instance type, the region or a key name Lambda does not know, not an instance.
+            raise CloudError(exc.message, hint=f"Lambda knows no {request['type']} in {request['region']} or no key "
+                             f"named {', '.join(request['ssh_key_names'])}: `meshctl offers --provider lambda` lists "
+                             "types and regions; register the key in Lambda's console", kind="invalid",
+                             status=exc.status) from None  # fmt: skip
         self._last_launch = self.http.clock()
         ids = ((answer or {}).get("data") or {}).get("instance_ids") if isinstance(answer, dict) else None
         if not isinstance(ids, list) or len(ids) != 1 or not isinstance(ids[0], str):

@@ -594,3 +594,42 @@ def test_a_runpod_launch_sends_the_data_centre_the_user_named(mesh, two_provider
     cloud.launch(mesh, {}, "runpod", "NVIDIA RTX A5000", "n2", {"public_key": "ssh-ed25519 A x"})
     sent = creates(rp)
     assert sent[0]["dataCenterIds"] == ["EU-RO-1"] and "dataCenterIds" not in sent[1]  # the scheduler chooses
+
+
+def test_lambdas_billing_address_and_unknown_launch_names_are_said_as_such(mesh, monkeypatch):
+    """Lambda's launch answers (its spec's LaunchInstance errors): 403 global/invalid-address is the
+    account's billing address, not the key; global/object-does-not-exist on a launch names an
+    instance type, region or key name Lambda does not know, not a missing instance."""
+    with Standin("lambda") as api:
+        client, _timer = client_for(api)
+        request = {"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["laptop"]}
+        address = {"error": {"code": "global/invalid-address", "message": "Your billing address is invalid.",
+                             "suggestion": "Make sure your billing address is valid."}}  # fmt: skip
+        api.fail_next = [(403, address, {})]
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.launch(request)
+        assert caught.value.kind == "billing" and "billing details" in caught.value.hint
+        assert "check the key" not in caught.value.hint
+        unknown = {"error": {"code": "global/object-does-not-exist", "message": "Specified SSH key does not exist."}}
+        api.fail_next = [(404, unknown, {})]
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.launch(request)
+        assert caught.value.kind == "invalid" and "no key named laptop" in caught.value.hint
+        assert api.backend.machines == {}
+
+
+def test_a_preempted_lambda_instance_is_shown_as_such_and_taken_for_gone(mesh, monkeypatch):
+    """Lambda's status `preempted` (its spec's InstanceStatus): shown as such, not `unknown`, and gone
+    as a terminated one is: no node follows it, no launch waits for it."""
+    lam = mod("mesh_cloud_lambda")
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        cloud.add_account(mesh, {}, "lambda", KEY, check=False)
+        machine = api.add("gpu9", "gpu_1x_a10", 1, 0.75, state="preempted")
+        (row,) = [r for r in cloud.machines(mesh, *mesh.load())[0] if r.id == machine.id]
+        assert row.status == "preempted"
+        assert lam.normalize(api.render(machine))["provider_status"] == "preempted"
+        assert "preempted" in mod("mesh_cloud").GONE
+        with pytest.raises(UsageError) as caught:
+            cloud.find_instance(mesh, {}, "lambda", "gpu9")
+        assert "is preempted" in caught.value.message and "launch a new one" in caught.value.hint
