@@ -520,6 +520,10 @@ class Standin:
         return 404, self._error(404, f"no route {method} {path}")
 
     def _route_paperspace(self, method, path, body, query=None):
+        if path == "/v1/machine-availability" and method == "GET":
+            if not (query or {}).get("machineType") or not (query or {}).get("region"):
+                return 400, {"code": "BAD_REQUEST", "message": "machineType and region are required"}
+            return 200, {"available": self.backend.capacity > 0}
         if path == "/v1/machines" and method == "GET":
             live = self._live()
             size = min(self.page_size, int((query or {}).get("limit", 120)))

@@ -137,12 +137,26 @@ class Client:
             raise CloudError("a Paperspace launch needs a region and an OS template",
                              hint="pass --region (ny2, ams1 ...) and --template-id (an OS template's id)",
                              kind="invalid")  # fmt: skip
+        if not self.available(request["type"], request["region"]):  # asked first: a create would fail so
+            raise CloudError(f"paperspace has no {request['type']} free in {request['region']} now "
+                             "(GET /machine-availability)", hint="try another type or region, or later",
+                             kind="capacity")  # fmt: skip
         body = {"name": request["name"], "machineType": request["type"], "region": request["region"],
                 "templateId": request["template_id"], "diskSize": int(request.get("volume_gb") or 100),
                 "publicIpType": "dynamic", "startOnCreate": True}  # fmt: skip
         answer = self.http.request("POST", "/machines", body)
         data = answer.get("data", answer) if isinstance(answer, dict) else None
         return normalize(data, self.prices)["id"]
+
+    def available(self, kind, region):
+        """Whether a machine of KIND can be created in REGION now (GET /machine-availability)."""
+        answer = self.http.request("GET", "/machine-availability", query={"machineType": kind, "region": region})
+        found = answer.get("available") if isinstance(answer, dict) else None
+        if not isinstance(found, bool):
+            raise CloudError(
+                "paperspace answered GET /machine-availability without a plain available", kind="bad-answer"
+            )
+        return found
 
     def stop(self, instance_id):
         self.http.request("PATCH", f"/machines/{instance_id}/stop", {})

@@ -579,13 +579,14 @@ def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runp
 
 def test_a_launch_is_never_sent_twice_after_a_server_error():
     with Standin("paperspace") as api:
-        api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
+        api.refuse_create.append(({}, 502, {"code": "BAD_GATEWAY", "message": "upstream"}))
         client, _timer = client_for(api)
         with pytest.raises(mod("mesh_cloud").CloudError, match=r"refused POST /machines \(502\)"):
             client.launch({"type": "A4000", "name": "n1", "region": "ny2", "template_id": "t1"})
-        assert api.requests == [("POST", "/v1/machines")] and api.backend.machines == {}
+        assert [r for r in api.requests if r[0] == "POST"] == [("POST", "/v1/machines")]  # sent once
+        assert api.backend.machines == {}
         api.fail_next = [(502, {"code": "BAD_GATEWAY", "message": "upstream"}, {})]
-        assert client.list() == [] and len(api.requests) == 3  # a read is asked again
+        assert client.list() == [] and len(api.requests) == 4  # a read is asked again (after availability, the create)
 
 
 def test_paperspace_prices_come_from_group_vars(mesh, monkeypatch):

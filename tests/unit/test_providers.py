@@ -633,3 +633,17 @@ def test_a_preempted_lambda_instance_is_shown_as_such_and_taken_for_gone(mesh, m
         with pytest.raises(UsageError) as caught:
             cloud.find_instance(mesh, {}, "lambda", "gpu9")
         assert "is preempted" in caught.value.message and "launch a new one" in caught.value.hint
+
+
+def test_paperspace_is_asked_for_availability_before_a_create(mesh, monkeypatch):
+    """GET /machine-availability?machineType&region (the API reference's Machine Types page): no
+    machine free there is a capacity refusal before anything is created (a candidate to skip)."""
+    with Standin("paperspace") as api:
+        client, _timer = client_for(api)
+        assert client.available("A4000", "ny2") is True
+        api.backend.capacity = 0
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.launch({"type": "A4000", "name": "n1", "region": "ny2", "template_id": "t1"})
+        assert caught.value.kind == "capacity" and "no A4000 free in ny2" in caught.value.message
+        assert not [r for r in api.requests if r[0] == "POST"]  # nothing was asked to be created
+        assert "/v1/machine-availability?machineType=A4000&region=ny2" in [p for _m, p in api.requests]
