@@ -169,6 +169,7 @@ class Standin:
         self.fail_create_after: int | None = None  # a create is done, then answered with this 5xx
         # Creates refused for one offer: (the body's fields that pick it, status, answer), each used once.
         self.refuse_create: list[tuple[dict, int, object]] = []
+        self.patched_running: list[str] = []  # Runpod: pods edited while they ran (each such edit resets one)
         self.page_size = 2  # Paperspace: the most machines one page holds here (its limit is honoured below it)
         self.rate_limit: str | None = None  # Runpod: the RateLimit header of every answer (None: not sent)
         # What can be rented: Lambda's instance types (regions with capacity), Runpod's GPU catalog.
@@ -491,6 +492,8 @@ class Standin:
         if method == "GET" and not m.group(2):
             return 200, self.render(machine)
         if method == "PATCH" and not m.group(2):  # only the fields in the body change
+            if machine.state == "running":
+                self.patched_running.append(machine.id)  # "Editing a running Pod resets it completely"
             if "args" in body:
                 changed, machine.args = body["args"] != machine.args, body["args"]
                 if changed and machine.state == "running":  # a new start command: the container is made anew

@@ -35,10 +35,10 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_text import clea
 PROVIDERS = ("lambda", "runpod", "paperspace")  # one module each: mesh_cloud_<name>.py
 # What every client has (a provider that cannot do one raises CloudError of kind "unsupported"); a
 # provider whose nodes are launched again (``relaunch``) also has ``spec(id)``, one that keeps only a
-# volume (``keeps_volume``) ``prepare_stop(id, start_command)``.
+# volume (``keeps_volume``) ``prepare_start(id, start_command)``.
 PROTOCOL = ("list", "get", "launch", "stop", "start", "terminate", "offers", "register_key")
 RELAUNCH_PROTOCOL = ("spec",)
-VOLUME_PROTOCOL = ("prepare_stop",)
+VOLUME_PROTOCOL = ("prepare_start",)
 MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
 # An answer is read by one bounded reader (``read_json``): no deeper than MAX_DEPTH arrays and
 # objects (json.loads recurses: a deeper one raised RecursionError, which nobody caught), no number

@@ -9,9 +9,10 @@ errors}``); every answer may carry ``RateLimit`` headers and a 429 ``Retry-After
 
 A pod reaches SSH directly at ``ssh.direct`` (host, port, user), or through its ``22/tcp`` entry of
 ``runtime.ports``, only while it runs; the port may change when it starts again. Stopping keeps the
-pod's volume and wipes its container disk, so before a stop the head gives the pod a start command
-(``args``) that brings the node back from its volume (``prepare_stop``; sent only when it differs,
-and only to an idle pod). ``cost`` is the $/h billed now (0 while stopped); the catalog's ``price`` is
+pod's volume and wipes its container disk, so before it starts a stopped pod again the head gives it
+a start command (``args``) that brings the node back from its volume (``prepare_start``; sent only
+when it differs, and never to a running pod: "Editing a running Pod resets it completely", the
+document's Manage Pods page). ``cost`` is the $/h billed now (0 while stopped); the catalog's ``price`` is
 per GPU, per cloud (Secure: Runpod's data centres; Community: hosts run by third parties).
 """
 
@@ -142,6 +143,19 @@ def gpu_offers(answer, clouds=CLOUDS):
     return found
 
 
+def args_of(answer):
+    """A pod's ``args`` (GET /pods/{id}) as a list of words (empty: the image's own start)."""
+    args = answer.get("args") if isinstance(answer, dict) else None
+    if args in (None, ""):
+        return []
+    if not isinstance(args, str):
+        raise CloudError("runpod answered args that are not a string", kind="bad-answer")
+    try:
+        return shlex.split(args)
+    except ValueError:
+        raise CloudError("runpod answered args meshctl cannot read", kind="bad-answer") from None
+
+
 class Client:
     name = NAME
     capabilities = CAPABILITIES
@@ -197,20 +211,13 @@ class Client:
 
     def start_command(self, instance_id):
         """The pod's ``args`` as a list of words (empty: the image's own start)."""
-        answer = self.http.request("GET", f"/pods/{instance_id}")
-        args = answer.get("args") if isinstance(answer, dict) else None
-        if args in (None, ""):
-            return []
-        if not isinstance(args, str):
-            raise CloudError("runpod answered args that are not a string", kind="bad-answer")
-        try:
-            return shlex.split(args)
-        except ValueError:
-            raise CloudError("runpod answered args meshctl cannot read", kind="bad-answer") from None
+        return args_of(self.http.request("GET", f"/pods/{instance_id}"))
 
-    def prepare_stop(self, instance_id, start_command):
-        """Give the pod ``start_command`` (its ``args``) unless it has it already; True when changed."""
-        if not start_command or self.start_command(instance_id) == list(start_command):
+    def prepare_start(self, instance_id, start_command):
+        """Give a stopped pod ``start_command`` (its ``args``) unless it has it already; True when changed.
+        A pod that runs is left alone (an edit would reset it): False."""
+        answer = self.http.request("GET", f"/pods/{instance_id}")
+        if not start_command or normalize(answer)["status"] != "stopped" or args_of(answer) == list(start_command):
             return False
         self.http.request("PATCH", f"/pods/{instance_id}", {"args": shlex.join(start_command)})
         return True

@@ -355,9 +355,10 @@ def pod_diagnosis(job: str = "") -> str:
 
 
 def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
-    """Runpod power saving: idle for idle_stop, the head gives the pod the volume's rejoin script as
-    its start command and stops it (its container disk is then gone); a job for it starts it, the
-    new container restores the node's setup from the volume, and the job runs there."""
+    """Runpod power saving: idle for idle_stop, the head stops the pod as it is (its container disk is
+    then gone); a job for it has the head give the stopped pod the volume's rejoin script as its start
+    command and start it (never an edit of a running pod, which resets it), the new container
+    restores the node's setup from the volume, and the job runs there."""
     idle = 60
     key_file = bed.root / "runpod.key"
     key_file.write_text(API_KEY + "\n")
@@ -384,8 +385,7 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
     # Idle: the head's program gives the pod its rejoin start command and stops it.
     assert wait_for(lambda: on("pod-head", "sinfo -hN -n rp1 -o %T").strip().endswith("~") and not pod_running(),
                     idle + 180), pod_diagnosis()  # fmt: skip
-    assert ("PATCH", f"/v2/pods/{bed.machine.id}", {"args": "bash /workspace/.meshctl/rejoin"}) in bed.api.bodies
-    assert bed.machine.start_cmd == ["bash", "/workspace/.meshctl/rejoin"] and bed.machine.state == "stopped"
+    assert bed.machine.state == "stopped" and bed.api.patched_running == []  # stopped as it was: no edit
     # A job for it: started again as a new container, it restores the node from its volume.
     submitted = time.monotonic()
     job = as_user("sbatch --parsable -w rp1 --wrap 'hostname'").strip()
@@ -398,6 +398,10 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume(bed):
         pytest.fail(f"the job never completed on the pod started again:\n{why}")
     took = time.monotonic() - submitted
     print(f"\nsbatch to COMPLETED on a stopped pod (a new container, its setup restored): {took:.0f} s")
+    # The rejoin start command was given to the stopped pod before its start, never to a running one
+    # ("Editing a running Pod resets it completely").
+    assert ("PATCH", f"/v2/pods/{bed.machine.id}", {"args": "bash /workspace/.meshctl/rejoin"}) in bed.api.bodies
+    assert bed.machine.start_cmd == ["bash", "/workspace/.meshctl/rejoin"] and bed.api.patched_running == []
     assert ("POST", f"/v2/pods/{bed.machine.id}/action", {"action": "start"}) in bed.api.bodies
     out = on(POD_NAME, f"cat /tmp/slurm-{job}.out").split()
     assert out == [POD_NAME], out

@@ -194,7 +194,9 @@ def test_suspend_and_resume_stop_and_start_the_instance(program):
         assert KEY not in log
 
 
-def test_a_pod_is_given_its_rejoin_start_command_before_it_is_stopped(program):
+def test_a_stopped_pod_is_given_its_rejoin_start_command_before_it_starts_never_while_it_runs(program):
+    """Runpod: "Editing a running Pod resets it completely" (its Manage Pods page). The head stops an
+    idle pod as it is, and gives the stopped pod its rejoin start command just before starting it."""
     (program.conf / "keys" / "runpod.key").write_text(KEY + "\n")
     with Standin("runpod") as api:
         machine = api.add("rp1", "NVIDIA RTX A5000", 1, 0.27)
@@ -205,15 +207,16 @@ def test_a_pod_is_given_its_rejoin_start_command_before_it_is_stopped(program):
         (program.conf / "api-urls.json").write_text(json.dumps({"runpod": api.url}))
         done = program("suspend", "rp1")
         assert done.returncode == 0, done.stderr
-        assert api.requests[-2:] == [("PATCH", f"/v2/pods/{machine.id}"), ("POST", f"/v2/pods/{machine.id}/action")]
-        assert api.bodies[-1][2] == {"action": "stop"}
-        assert machine.start_cmd == rejoin and machine.state == "stopped"
-        # Stopped and started again: the start command is already the one wanted, so no PATCH (a reset).
+        assert api.requests[-1] == ("POST", f"/v2/pods/{machine.id}/action") and api.bodies[-1][2] == {"action": "stop"}
+        assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests and machine.state == "stopped"
         assert program("resume", "rp1").returncode == 0 and machine.state == "running"
+        assert api.requests[-2:] == [("PATCH", f"/v2/pods/{machine.id}"), ("POST", f"/v2/pods/{machine.id}/action")]
+        assert machine.start_cmd == rejoin and api.patched_running == []
+        # Stopped and started again: the start command is already the one wanted, so no PATCH at all.
         asked = len(api.requests)
-        assert program("suspend", "rp1").returncode == 0
-        assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests[asked:]
-        assert "start command" in program.log.read_text()
+        assert program("suspend", "rp1").returncode == 0 and program("resume", "rp1").returncode == 0
+        assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests[asked:] and api.patched_running == []
+        assert "resume rp1 (runpod:" in program.log.read_text() and "start command set to" in program.log.read_text()
 
 
 def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):

@@ -110,9 +110,12 @@ def exercise(api, client):
     client.offers()
     if can.can_stop:
         if not can.keeps_disk:
-            assert client.prepare_stop(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is True
-            assert client.prepare_stop(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is False
+            assert client.prepare_start(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is False  # it runs
         client.stop(first.id)
+        if not can.keeps_disk:
+            assert client.prepare_start(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is True
+            assert client.prepare_start(first.id, ["bash", "/workspace/.meshctl/rejoin"]) is False
+            assert api.patched_running == []
         client.start(first.id)
     if can.registers_keys:
         client.register_key("meshctl-head-1", "ssh-ed25519 AAAA head")
@@ -150,11 +153,11 @@ def test_runpod_v2_refuses_v1s_start_command_and_takes_args():
         assert (
             caught.value.status == 422 and caught.value.kind == "invalid" and "dockerStartCmd" in caught.value.message
         )
-        client.prepare_stop(pod.id, ["bash", "/workspace/.meshctl/rejoin"])
-        assert pod.args == "bash /workspace/.meshctl/rejoin" and client.start_command(pod.id) == pod.start_cmd
         assert ("POST", f"/v2/pods/{pod.id}/action", {"action": "stop"}) not in api.bodies
         client.stop(pod.id)
         assert api.bodies[-1] == ("POST", f"/v2/pods/{pod.id}/action", {"action": "stop"})
+        client.prepare_start(pod.id, ["bash", "/workspace/.meshctl/rejoin"])
+        assert pod.args == "bash /workspace/.meshctl/rejoin" and client.start_command(pod.id) == pod.start_cmd
         with pytest.raises(mod("mesh_cloud").CloudError) as caught:
             client.stop(pod.id)  # an EXITED pod cannot stop: 409
         assert caught.value.kind == "conflict" and "cannot stop a pod that is EXITED" in caught.value.message
