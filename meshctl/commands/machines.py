@@ -24,7 +24,9 @@ def command(provider, as_json, mesh_dir) -> None:
     rows, problems = cloud.machines(mesh, nodes, mesh_vars, provider)
     total, forgotten = cloud.costing(rows)
     if as_json:
-        out = {"machines": [dataclasses.asdict(r) for r in rows], "cost_per_hour": total,
+        machines = [{**dataclasses.asdict(r), "stopped_bills": cloud.capabilities(r.provider).stopped_bills
+                     if r.status == "stopped" else ""} for r in rows]  # fmt: skip
+        out = {"machines": machines, "cost_per_hour": total,
                "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     elif not cloud.configured(mesh):  # nothing to list or price: only what to do
@@ -52,6 +54,10 @@ def command(provider, as_json, mesh_dir) -> None:
         unknown = f" (and what {', '.join(sorted(problems))} bill: not known, no answer)" if problems else ""
         display.echo(f"running: ${total:.2f}/h{unknown}" + (f"; {len(forgotten)} cost money outside the mesh "
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
+        for r in rows:  # stopped is not free: what bills on, as each provider's document says
+            if r.status == "stopped" and cloud.capabilities(r.provider).stopped_bills:
+                display.echo(f"{r.provider}:{r.id} ({r.node or r.name}) is stopped; still billed: "
+                             f"{cloud.capabilities(r.provider).stopped_bills}")  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
             display.echo(cloud.THIRD_PARTY_HOST)
     asked = [provider] if provider else cloud.configured(mesh)

@@ -93,6 +93,8 @@ class Capabilities:
         "gpu_names": "what a launch's type names (an instance type, a GPU type id, a machine type)",
         "launch_needs": "what a launch needs beyond a name and a type",
         "registers_keys": "a launch names an SSH key registered at the provider (register_key)",
+        "stopped_bills": "what still bills while an instance is stopped, as its provider's document says "
+        "('' when nothing does, or it cannot stop)",
         "marks": "how one of its machines says where it runs: an environment prefix of PID 1 (env), or words "
         "of its DMI vendor, product or hostname (words)",
     }

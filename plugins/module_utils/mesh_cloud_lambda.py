@@ -33,6 +33,7 @@ CAPABILITIES = Capabilities(
     can_stop=False,
     keeps_disk=False,
     keeps_volume=False,
+    stopped_bills="",
     keeps_address=False,
     relaunch=True,
     pod=False,

@@ -33,12 +33,14 @@ CAPABILITIES = Capabilities(
     default_url="https://api.paperspace.com/v1",
     document="https://docs.digitalocean.com/reference/paperspace/ and its OpenAPI types as Paperspace's own CLI "
     "carries them (Paperspace/cli api/openapi.ts of 2026-02-08)",
-    checked="2026-11-25",
+    checked="2026-11-29",
     keys_url="https://console.paperspace.com/settings/apikeys",
     ssh_user="paperspace",
     can_stop=True,
     keeps_disk=True,
     keeps_volume=False,
+    stopped_bills="its disk may: the API gives each machine a storage rate (storageRate) apart from its usage "
+    "rate, and a stopped machine keeps its disk",
     keeps_address=False,
     relaunch=False,
     pod=False,

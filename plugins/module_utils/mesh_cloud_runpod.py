@@ -40,12 +40,14 @@ CAPABILITIES = Capabilities(
     default_url="https://api.runpod.io/v2",
     document="https://api.runpod.io/v2/openapi.json (docs.runpod.io/api-reference-v2; runpod/docs "
     "api-reference-v2/openapi.json of 2026-08-20)",
-    checked="2026-11-25",
+    checked="2026-11-29",
     keys_url="https://console.runpod.io/user/settings (API Keys)",
     ssh_user="root",
     can_stop=True,
     keeps_disk=False,
     keeps_volume=True,
+    stopped_bills='its volume disk ("You\'ll still be charged for volume disk storage while stopped": the '
+    "Manage Pods page)",
     keeps_address=False,
     relaunch=False,
     pod=True,

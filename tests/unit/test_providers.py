@@ -38,7 +38,7 @@ def test_every_provider_is_one_module_with_its_capabilities_and_the_whole_protoc
         can = module.CAPABILITIES
         assert set(can.as_dict()) == set(base.Capabilities.FIELDS) and can.name == name
         assert (
-            can.default_url.startswith("https://") and can.checked == "2026-11-25" and can.price in ("api", "setting")
+            can.default_url.startswith("https://") and can.checked >= "2026-11-25" and can.price in ("api", "setting")
         )
         assert module.Client.capabilities is can
         wanted = (
@@ -650,3 +650,25 @@ def test_paperspace_is_asked_for_availability_before_a_create(mesh, monkeypatch)
         assert caught.value.kind == "capacity" and "no A4000 free in ny2" in caught.value.message
         assert not [r for r in api.requests if r[0] == "POST"]  # nothing was asked to be created
         assert "/v1/machine-availability?machineType=A4000&region=ny2" in [p for _m, p in api.requests]
+
+
+def test_machines_says_what_a_stopped_instance_still_bills(mesh, two_providers):
+    """Stopped is not free: Runpod bills a stopped pod's volume disk (its Manage Pods page)."""
+    _lam, rp = two_providers
+    rp.add("rp9", "NVIDIA RTX A5000", 1, 0.27, state="stopped")
+    rp.add("rp8", "NVIDIA RTX A5000", 1, 0.27)
+    out = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    (line,) = [x for x in out.output.splitlines() if "is stopped; still billed" in x]
+    assert "(rp9) is stopped; still billed: its volume disk" in line
+    data = json.loads(CliRunner().invoke(cli, ["machines", "--json", "--mesh", str(mesh.path)]).output)
+    bills = {m["name"]: m["stopped_bills"] for m in data["machines"]}
+    assert bills["rp9"].startswith("its volume disk") and bills["rp8"] == ""
+
+
+def test_the_providers_table_says_each_clients_document_and_date_as_its_module_does():
+    table = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    for name in PROVIDERS:
+        can = mod(f"mesh_cloud_{name}").CAPABILITIES
+        (row,) = [line for line in table.splitlines() if line.startswith(f"| {can.title} |")]
+        assert row.rstrip().endswith(f"| {can.checked} |") and can.default_url in row, (row, can.checked)
