@@ -329,7 +329,8 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     # Lambda having no stop, terminates gpu2's instance.
     n1_rests = lambda: node_state("n1").endswith("~") and not running("power-n1")  # noqa: E731
     gpu2_rests = lambda: node_state("gpu2").endswith("~") and first.split(":")[1] in instances.gone()  # noqa: E731
-    assert wait_for(lambda: n1_rests() and gpu2_rests(), IDLE + 180), (
+    # Asked every 5 s: each question is two `docker exec`s (a tenth of a CPU-second each) for minutes.
+    assert wait_for(lambda: n1_rests() and gpu2_rests(), IDLE + 180, 5), (
         node_state("n1"), node_state("gpu2"), diagnosis("n1"), diagnosis("gpu2"))  # fmt: skip
     assert ("PATCH", f"/v1/machines/{machine.id}/stop") in paperspace.requests
     log = on_head("cat /var/log/slurm/meshctl-power.log")
@@ -449,7 +450,7 @@ def test_idle_again_both_rest_again_and_a_launch_lambda_refuses_leaves_gpu2_down
     running_now = [i for i, m in instances.machines.items() if m.state == "running"]
     assert wait_for(lambda: node_state("n1").endswith("~") and not running("power-n1")
                     and node_state("gpu2").endswith("~") and set(running_now) <= set(instances.gone()),
-                    IDLE + 180), (node_state("n1"), node_state("gpu2"), diagnosis("n1"), diagnosis("gpu2"))  # fmt: skip
+                    IDLE + 180, 5), (node_state("n1"), node_state("gpu2"), diagnosis("n1"), diagnosis("gpu2"))  # fmt: skip
     print(f"\nidle again: both resting {time.monotonic() - done:.0f} s after their jobs ended (idle_stop {IDLE} s)")
     instances.capacity = 0
     job = as_user("sbatch --parsable -w gpu2 --wrap 'hostname'")
