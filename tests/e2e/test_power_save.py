@@ -450,7 +450,8 @@ def test_idle_again_both_rest_again_and_a_launch_lambda_refuses_leaves_gpu2_down
     running_now = [i for i, m in instances.machines.items() if m.state == "running"]
     assert wait_for(lambda: node_state("n1").endswith("~") and not running("power-n1")
                     and node_state("gpu2").endswith("~") and set(running_now) <= set(instances.gone()),
-                    IDLE + 180, 5), (node_state("n1"), node_state("gpu2"), diagnosis("n1"), diagnosis("gpu2"))  # fmt: skip
+                    IDLE + 180, 5), (node_state("n1"), node_state("gpu2"), diagnosis("n1"),
+                                     diagnosis("gpu2"))  # fmt: skip
     print(f"\nidle again: both resting {time.monotonic() - done:.0f} s after their jobs ended (idle_stop {IDLE} s)")
     instances.capacity = 0
     job = as_user("sbatch --parsable -w gpu2 --wrap 'hostname'")
