@@ -261,7 +261,7 @@ def test_batch_and_srun_jobs_run_on_the_pod(bed):
 def test_a_mesh_with_a_rented_machine_runs_no_job_on_its_head(bed):
     """Role slurm's slurm_head_runs_jobs (auto): the head keeps slurmd, in a hidden partition no job
     may use, from the first rented node on; a job asking for it is refused at submission."""
-    partitions = on("pod-head", "sinfo --noheader --Node --nodes=ctl --format=%P|%T", check=False).split()
+    partitions = on("pod-head", "sinfo --noheader --Node --nodes=ctl --format='%P|%T'", check=False).split()
     assert "meshctl_controller|idle" in partitions, partitions
     assert not [p for p in partitions if p.partition("|")[0].rstrip("*") in ("main", "gpu")], partitions
     assert "ctl" not in on("pod-head", "sinfo --noheader --Node --partition=main --format=%N", check=False).split()
