@@ -443,7 +443,8 @@ class Http:
         hints = {
             "capacity": "no machine of that type is free now: try another type or region, or later",
             "quota": "the account's quota is reached: raise it with the provider or remove instances",
-            "billing": f"the account's billing details need fixing: see {self.provider}'s console (the key is fine)",
+            "billing": f"the account's balance or billing details need seeing to in {self.provider}'s console "
+            "(the key is fine); no other offer will do until then",
             "not-found": "`meshctl machines` lists what the provider has",
             "conflict": "the instance is not in a state that allows it now: `meshctl machines` shows its status",
             "invalid": "meshctl sent something the provider refuses: report it with the message above",

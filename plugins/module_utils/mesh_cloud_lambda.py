@@ -66,6 +66,8 @@ def describe(status, payload):
         return message, "auth"
     if "not-found" in code or "object-does-not-exist" in code:
         return message, "not-found"
+    if code == "global/invalid-parameters":
+        return message, "invalid"
     return message, "error"
 
 

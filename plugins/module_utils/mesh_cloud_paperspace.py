@@ -65,6 +65,8 @@ def describe(status, payload):
         return message, "capacity"
     if "quota" in lowered or re.search(r"\b(machine|instance|gpu|account|spend|resource) limit\b", lowered):
         return message, "quota"
+    if status == 409:  # "This machine is currently starting.": not now, in its state
+        return message, "conflict"
     return message, "error"
 
 

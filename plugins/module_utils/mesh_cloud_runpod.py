@@ -72,7 +72,9 @@ def describe(status, payload):
     if message == "no message":  # an answer from something in front of the API
         message = message_of(payload, ("error",), ("message",))
     lowered = message.lower()
-    if status == 402 or "balance" in lowered or "spend limit" in lowered or "quota" in lowered:
+    if status == 402 or "balance" in lowered:  # the create's table: insufficient balance, stop
+        return message, "billing"
+    if "spend limit" in lowered or "quota" in lowered:
         return message, "quota"
     if status == 409:
         return message, "conflict"

@@ -149,7 +149,7 @@ def test_runpod_problems_are_shown_with_their_detail_and_kind():
                "errors": ["$: additional properties 'dockerStartCmd' not allowed"]}  # fmt: skip
     assert describe(422, problem) == ("request body does not match ($: additional properties 'dockerStartCmd' not "
                                       "allowed)", "invalid")  # fmt: skip
-    assert describe(402, {"title": "Payment Required", "status": 402, "detail": "Insufficient balance"})[1] == "quota"
+    assert describe(402, {"title": "Payment Required", "status": 402, "detail": "Insufficient balance"})[1] == "billing"
     assert describe(409, {"title": "Conflict", "status": 409, "detail": "cannot start"})[1] == "conflict"
     assert describe(400, {"title": "Bad Request", "status": 400, "detail": "This GPU could not be placed: no "
                           "capacity"})[1] == "capacity"  # fmt: skip

@@ -672,3 +672,31 @@ def test_the_providers_table_says_each_clients_document_and_date_as_its_module_d
         can = mod(f"mesh_cloud_{name}").CAPABILITIES
         (row,) = [line for line in table.splitlines() if line.startswith(f"| {can.title} |")]
         assert row.rstrip().endswith(f"| {can.checked} |") and can.default_url in row, (row, can.checked)
+
+
+def error_rows() -> list[list[str]]:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    section = text.split("## Errors, and what meshctl says to do", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| provider", "| ---"))]  # fmt: skip
+    return [row for row in rows if len(row) == 5]
+
+
+def test_the_error_table_has_a_row_per_documented_answer():
+    rows = error_rows()
+    assert len(rows) >= 20 and {r[0] for r in rows} == set(PROVIDERS)
+
+
+@pytest.mark.parametrize("row", error_rows(), ids=lambda r: f"{r[0]}-{r[1]}-{r[3]}")
+def test_each_documented_error_gets_its_kind_and_advice(row):
+    provider, status, said, kind, advice = row
+    words = said.strip("`")
+    payload = {
+        "lambda": {"error": {"code": words, "message": "refused"}},
+        "runpod": {"title": "Error", "status": int(status), "detail": words},
+        "paperspace": {"code": "ERROR", "message": words},
+    }[provider]
+    http = mod("mesh_cloud").Http(provider, "https://api.invalid/v1", KEY, mod(f"mesh_cloud_{provider}").describe)
+    error = http._error("GET", "/instances", int(status), payload)
+    assert error.kind == kind, (row, error.kind, error.message)
+    assert advice.strip("`") in error.hint or advice.strip("`") in error.message, (row, error.hint)
