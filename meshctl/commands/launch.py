@@ -78,8 +78,12 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
             raise UsageError(f"no available offer of {gpu}" + (f" at most ${max_price:.2f}/h" if max_price is not None
                              else "") + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h" if cheaper else ""),
                              hint="`meshctl offers --gpu " + gpu + " --all` lists what there is")  # fmt: skip
-        for offer in chosen:
-            candidates.append((offer, offer.provider, offer.type, offer_options(offer, options, region)))
+        for offer in chosen:  # one candidate per region with capacity, where a launch names one
+            regions = (
+                offer.regions if not region and "region" in cloud.capabilities(offer.provider).launch_needs else []
+            )
+            for where in regions or [None]:
+                candidates.append((offer, offer.provider, offer.type, offer_options(offer, options, region or where)))
         first = chosen[0]
         provider, kind, price = first.provider, first.type, first.price_per_hour
         where = ", ".join(part for part in (kind, first.cloud, candidates[0][3].get("region")) if part)
@@ -135,12 +139,14 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
 
 
 def offer_options(offer, options: dict, region: str | None) -> dict:
-    """The launch options for OFFER: the user's, with its GPU count, cloud and (where the provider
-    needs one and the user named none) its first region with capacity."""
+    """The launch options for OFFER: the user's, with its GPU count, cloud and REGION (else, where the
+    provider needs one, its first region with capacity)."""
     chosen = dict(options, gpus=offer.gpus)
     if offer.cloud:
         chosen["cloud"] = offer.cloud
-    if not region and offer.regions and "region" in cloud.capabilities(offer.provider).launch_needs:
+    if region:
+        chosen["region"] = region
+    elif offer.regions and "region" in cloud.capabilities(offer.provider).launch_needs:
         chosen["region"] = offer.regions[0]
     return chosen
 

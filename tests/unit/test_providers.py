@@ -700,3 +700,20 @@ def test_each_documented_error_gets_its_kind_and_advice(row):
     error = http._error("GET", "/instances", int(status), payload)
     assert error.kind == kind, (row, error.kind, error.message)
     assert advice.strip("`") in error.hint or advice.strip("`") in error.message, (row, error.hint)
+
+
+def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_providers):
+    """Lambda's capacity is per type and region: the launch tries the next region before the next offer."""
+    from meshctl.commands import launch
+
+    lam, _rp = two_providers
+    lam.refuse({"region_name": "us-east-1"}, "capacity")
+    rows, _ = cloud.offers(mesh, {}, "A10", 1, "lambda")
+    options = {"region": None, "ssh_key_names": ["meshctl"]}
+    candidates = [(o, o.provider, o.type, launch.offer_options(o, options, where)) for o in rows if o.available
+                  for where in o.regions]  # fmt: skip
+    assert [c[3]["region"] for c in candidates] == ["us-east-1", "us-west-1"]
+    said = []
+    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1", say=said.append)
+    assert offer.type == "gpu_1x_a10" and [b["region_name"] for b in creates(lam)] == ["us-east-1", "us-west-1"]
+    assert said[0].startswith("skipped lambda (gpu_1x_a10, us-east-1) at $0.75/h: ")
