@@ -29,6 +29,10 @@ def common():
 
 PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)
 RELAUNCHED = common().with_capability("relaunch")  # no stop: terminated when idle, launched again by the head
+# A stopped instance keeps only its volume: one whose host has no GPU left comes back as a new
+# instance of its network volume, named as the node, with the host keys kept there (the head's
+# power program: the client's start_or_replace).
+REPLACED = tuple(p for p in common().with_capability("keeps_volume") if not common().capabilities(p).keeps_disk)
 # What meshctl says of a machine on a host run by a third party (Runpod's Community Cloud), wherever it shows one.
 THIRD_PARTY_HOST = ("Community Cloud: the host is run by a third party, whose root can read and change the node "
                     "and, through it, act in the cluster as any job user (docs/trust.md)")  # fmt: skip
@@ -170,8 +174,9 @@ class MachineRow:
 
 def relaunched_as(instance: dict, node: Node) -> bool:
     """Whether INSTANCE may be NODE launched again by the head: an instance of a provider whose nodes
-    are launched again, named as a node of that provider (role power_save names it so)."""
-    return instance["provider"] in RELAUNCHED and provider_of(node) == instance["provider"] and \
+    are launched again (or put on a new instance of their volume), named as a node of that provider
+    (role power_save names it so)."""
+    return instance["provider"] in RELAUNCHED + REPLACED and provider_of(node) == instance["provider"] and \
         instance["name"] == node.name  # fmt: skip
 
 
@@ -324,12 +329,25 @@ def node_prices(
 ) -> tuple[dict[str, float | None], dict[str, str]]:
     """Each node that is a provider's instance: its $/h (``now``: 0 while it is stopped); and problems."""
     rows, problems = machines(mesh, nodes, mesh_vars)
+    return prices_of(rows, now), problems
+
+
+def prices_of(rows: list[MachineRow], now: bool = True) -> dict[str, float | None]:
+    """Each node's $/h of ROWS (``now``: 0 while it is stopped)."""
     prices = {}
     for row in rows:
         if row.node is not None:
             running = row.status in ("running", "starting", "unhealthy")
             prices[row.node] = row.price_per_hour if running or not now else 0.0
-    return prices, problems
+    return prices
+
+
+def stopped_bills(rows: list[MachineRow]) -> dict[str, str]:
+    """Each node whose instance is stopped and still bills for something: what, as its provider's
+    document says (the capability ``stopped_bills``: Runpod's volume disk)."""
+    stopped = [row for row in rows if row.node is not None and row.status == "stopped"]
+    return {row.node: capabilities(row.provider).stopped_bills for row in stopped
+            if capabilities(row.provider).stopped_bills}  # fmt: skip
 
 
 class PriceLookup:
@@ -341,6 +359,7 @@ class PriceLookup:
 
         self.now = now
         self.prices: dict[str, float | None] = {}
+        self.stopped: dict[str, str] = {}  # node -> what still bills while its instance is stopped
         self.problems: dict[str, str] = {}
         self._thread = None
         if configured(mesh):
@@ -349,7 +368,8 @@ class PriceLookup:
 
     def _run(self, mesh, nodes, mesh_vars) -> None:
         try:
-            self.prices, self.problems = node_prices(mesh, nodes, mesh_vars, self.now)
+            rows, self.problems = machines(mesh, nodes, mesh_vars)
+            self.prices, self.stopped = prices_of(rows, self.now), stopped_bills(rows)
         except Exception as exc:
             self.problems = {"providers": str(exc)}
 

@@ -50,6 +50,13 @@ class Machine:
     keys: list = field(default_factory=list)  # a Lambda instance's SSH key names, and the public keys they name
     public_keys: list = field(default_factory=list)
     cloud: str = "SECURE"  # a Runpod pod's cloud
+    # A Runpod pod's volume: host-bound (`persistent`, the default) or a network volume (`network`).
+    mounts: dict = field(default_factory=lambda: {"persistent": {"size": 20, "path": "/workspace"}})
+    data_center: str = "US-KS-2"  # a Runpod pod's data centre
+    # A stopped Runpod pod whose host's GPUs were rented meanwhile (the Zero GPU Pods page): its start
+    # is refused ("refuse") or gives it none ("zero": running, answered without `gpu`).
+    host_full: str = ""
+    without_gpus: bool = False
 
     @property
     def start_cmd(self) -> list[str]:
@@ -130,7 +137,11 @@ class DockerBackend(MemoryBackend):
         super().start(machine, new_port)
 
     def terminate(self, machine: Machine) -> None:
-        self._docker("rm", "-f", "-v", self.containers[machine.id])
+        container = self.containers[machine.id]
+        others = [i for i, c in self.containers.items() if c == container and i != machine.id
+                  and self.machines[i].state != "terminated"]  # fmt: skip
+        if not others:  # a container a newer instance took over (a pod of the same volume) stays
+            self._docker("rm", "-f", "-v", container)
         super().terminate(machine)
 
 
@@ -185,6 +196,7 @@ class Standin:
         ]
         # Runpod: GPUs of a type free now in a cloud, (id, cloud) -> count; its ceiling when not said.
         self.stock: dict[tuple[str, str], int] = {}
+        self.network_volumes: dict[str, str] = {}  # Runpod: network volume id -> its data centre
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer((bind, 0), self._handler())
@@ -271,9 +283,9 @@ class Standin:
             return {
                 "id": m.id, "name": m.name, "status": status, "actions": actions,
                 "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404", "args": m.args, "disk": 50,
-                "mounts": {"persistent": {"size": 20, "path": "/workspace"}}, "ports": ["22/tcp"],
+                "mounts": m.mounts, "ports": ["22/tcp"],
                 "env": {k: v for k, v in m.env.items() if k != "PUBLIC_KEY"}, "registry": None,
-                "gpu": {"id": m.kind, "count": m.gpus}, "cloud": m.cloud, "dataCenterId": "US-KS-2",
+                "cloud": m.cloud, "dataCenterId": m.data_center,
                 "cudaVersion": "12.8",
                 "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{m.id}-64411eb2",
                                   "command": f"ssh {m.id}-64411eb2@ssh.runpod.io"},
@@ -283,7 +295,7 @@ class Standin:
                 "runtime": {"uptime": 60, "ports": [{"private": 22, "public": m.port, "type": "tcp", "ip": m.ip}]}
                 if running else None,
                 "createdAt": "2026-11-24T10:00:00Z", "startedAt": "2026-11-24T10:02:00Z" if running else None,
-            }  # fmt: skip
+            } | ({} if running and m.without_gpus else {"gpu": {"id": m.kind, "count": m.gpus}})  # fmt: skip
         state = {"running": "ready", "stopped": "off", "booting": "starting", "terminated": "off"}.get(m.state, m.state)
         return {
             "id": m.id, "name": m.name, "state": state, "machineType": m.kind, "os": "Ubuntu 22.04",
@@ -474,6 +486,12 @@ class Standin:
             if self.backend.capacity <= 0:
                 return 400, self._error(400, "create pod: There are no longer any instances available with the "
                                         "requested specifications. Please refresh and try again.")  # fmt: skip
+            network = (body.get("mounts") or {}).get("network") or []
+            for mount in network:  # "an existing NetworkVolume in the same data center as the pod"
+                centre = self.network_volumes.get(mount["volumeId"])
+                if centre is None or centre not in (body.get("dataCenterIds") or [centre]):
+                    return 400, self._error(400, f"create pod: network volume {mount['volumeId']} is not in the "
+                                            "data centers asked for")  # fmt: skip
             self.backend.capacity -= 1
             gpu = body["gpu"]
             price = next((g[2] if body.get("cloud", "SECURE") == "SECURE" else g[3] for g in self.gpu_types
@@ -481,6 +499,9 @@ class Standin:
             machine = self.add(body["name"], gpu["id"], int(gpu.get("count", 1)), price * int(gpu.get("count", 1)))
             machine.env, machine.cloud = dict(body.get("env") or {}), body.get("cloud", "SECURE")
             machine.args = body.get("args", "")
+            if body.get("mounts"):
+                machine.mounts = body["mounts"]
+            machine.data_center = (body.get("dataCenterIds") or ["US-KS-2"])[0]
             self.backend.created(machine)
             if self.fail_create_after:  # the pod exists and bills; the answer says it failed
                 return self.fail_create_after, self._error(self.fail_create_after, "upstream request failed")
@@ -509,9 +530,10 @@ class Standin:
                 machine.disk.clear()  # the container disk is wiped; the volume (/workspace) is kept
                 self.backend.stop(machine)
             elif action == "start":
-                if self.backend.capacity <= 0:
+                if self.backend.capacity <= 0 or machine.host_full == "refuse":
                     return 400, self._error(400, "There are not enough free GPUs on the host machine to start this "
                                             "pod.")  # fmt: skip
+                machine.without_gpus = machine.host_full == "zero"
                 self.backend.start(machine, new_port=True)  # a pod's SSH port changes when it starts again
             elif action == "terminate":
                 self.backend.terminate(machine)

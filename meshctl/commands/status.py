@@ -20,6 +20,12 @@ def price(row) -> str:
     return display.dollars(row.price_per_hour, "?" if row.price_unknown else "-")
 
 
+def note(row) -> str:
+    """A node's note: what is wrong and what to do, and what still bills while its instance is stopped."""
+    bills = f"stopped; still billed: {row.stopped_bills}" if row.stopped_bills else ""
+    return "; ".join(part for part in (row.error, bills) if part)
+
+
 class Unhealthy(MeshctlError):
     exit_code = 1
 
@@ -55,7 +61,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
             [*columns, *(["$/h"] if priced else []), "note"],
             [
                 [r.name, r.role, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
-                 r.autostop, *([price(r)] if priced else []), r.error]
+                 r.autostop, *([price(r)] if priced else []), note(r)]
                 for r in rows
             ],
         )  # fmt: skip

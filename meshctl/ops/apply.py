@@ -19,8 +19,10 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
     recorded as that instance only when the head recorded launching that very instance (its
     relaunch record, ``HEAD_RECORD(node_name)``, read from the head over SSH by default), and then
     with the host keys the head met on it: anyone who can launch in the account can name an
-    instance after a node, and it would be sent the mesh's keys. A dry run says so and records
-    nothing. Returns the names of the nodes moved."""
+    instance after a node, and it would be sent the mesh's keys. A pod the head put on a new pod of
+    its volume (its host had no GPU left) is followed by name with the host keys known for it carried
+    over: it keeps them on its volume, and SSH refuses a machine that shows none. A dry run says so
+    and records nothing. Returns the names of the nodes moved."""
     if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
         return []
     moves, problems = cloud.moved(mesh, nodes, mesh_vars)
@@ -34,7 +36,19 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
     followed = []
     for node, host, port, ref in moves:
         provider = node.instance.split(":", 1)[0]
-        if ref != node.instance:
+        if ref != node.instance and provider in cloud.REPLACED:
+            # The head's power program put the node on a new pod of its volume (its host had no GPU
+            # left): the pod shows the node's host keys, kept there, or SSH refuses it.
+            if not hostkeys.keys_of(mesh.known_hosts, node.host, node.port):
+                progress.note(f"{node.name}: {provider} runs {ref} at {host}:{port}, named {node.name}, and no "
+                              f"host key is known for it: not taken for {node.name}; if it is the node, "
+                              f"`meshctl remove-node {node.name}` then `meshctl add-node`")  # fmt: skip
+                continue
+            carried = hostkeys.carry(mesh.known_hosts, (node.host, node.port), (host, port))
+            progress.note(f"{node.name}: {provider} runs it as {ref} at {host}:{port} now, a new instance of its "
+                          f"volume (recorded {node.instance} at {node.host}:{node.port}); recorded there, "
+                          f"reached only if it shows one of the {carried} known host key(s)")  # fmt: skip
+        elif ref != node.instance:
             record = head_record(node.name)
             if not record or record["instance"] != ref:
                 progress.note(f"{node.name}: {provider} runs {ref} at {host}:{port}, named {node.name}, but the "

@@ -34,6 +34,7 @@ class NodeStatus:
     price_unknown: bool = False  # a rented node whose provider did not answer in time: shown as `?`
     role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"
     autostop: str = "-"  # its idle_stop as written in mesh.yml ("-": never stopped when idle)
+    stopped_bills: str = ""  # its instance is stopped and this still bills (its provider's words), "" when not
 
 
 def tailnet_text(tailnet: dict | None) -> str:
@@ -200,6 +201,7 @@ def status(
         row.price_per_hour = costs.get(row.name)
         node = by_name[row.name]
         row.price_unknown = row.price_per_hour is None and bool(node.instance) and bool(price_problems)
+        row.stopped_bills = prices.stopped.get(row.name, "") if not price_problems else ""
         row.role = "head" if "head" in node.roles else "compute"
         stop = node.extra.get("idle_stop")
         row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"

@@ -38,7 +38,7 @@ PROVIDERS = ("lambda", "runpod", "paperspace")  # one module each: mesh_cloud_<n
 # volume (``keeps_volume``) ``prepare_start(id, start_command)``.
 PROTOCOL = ("list", "get", "launch", "stop", "start", "terminate", "offers", "register_key")
 RELAUNCH_PROTOCOL = ("spec",)
-VOLUME_PROTOCOL = ("prepare_start",)
+VOLUME_PROTOCOL = ("prepare_start", "start_or_replace")
 MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
 # An answer is read by one bounded reader (``read_json``): no deeper than MAX_DEPTH arrays and
 # objects (json.loads recurses: a deeper one raised RecursionError, which nobody caught), no number

@@ -21,6 +21,7 @@ from __future__ import annotations
 import shlex
 
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
+    GONE,
     Capabilities,
     CloudError,
     Http,
@@ -147,6 +148,48 @@ def gpu_offers(answer, clouds=CLOUDS):
     return found
 
 
+def gpu_count(answer):
+    """The GPUs a pod has (its ``gpu.count``; a pod answered without ``gpu`` has none)."""
+    gpu = answer.get("gpu") if isinstance(answer, dict) else None
+    count = gpu.get("count", 1) if isinstance(gpu, dict) else 0
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
+
+
+def network_volume(answer):
+    """A pod's network volume mount (``mounts.network[0]``: ``volumeId``, ``path``), or None."""
+    mounts = answer.get("mounts") if isinstance(answer, dict) else None
+    network = mounts.get("network") if isinstance(mounts, dict) else None
+    first = network[0] if isinstance(network, list) and network else None
+    if not isinstance(first, dict) or not all(isinstance(first.get(k), str) for k in ("volumeId", "path")):
+        return None
+    return {"volumeId": first["volumeId"], "path": first["path"]}
+
+
+def replacement(pod, name, start_command, volume):
+    """The create (POST /pods) of a new pod for the node of POD: its image, GPUs, cloud, ports,
+    environment and container disk, its network VOLUME, in the volume's data centre (the pod's),
+    running START_COMMAND."""
+    gpu = pod.get("gpu") if isinstance(pod.get("gpu"), dict) else {}
+    if not isinstance(gpu.get("id"), str) or not isinstance(pod.get("image"), str):
+        raise CloudError(f"runpod answered pod {pod.get('id')} without its GPU type or image", kind="bad-answer")
+    body = {
+        "name": name,
+        "image": pod["image"],
+        "gpu": {"id": gpu["id"], "count": max(1, gpu_count(pod))},
+        "cloud": pod.get("cloud") if pod.get("cloud") in CLOUDS else "SECURE",
+        "ports": [p for p in pod.get("ports") or [] if isinstance(p, str)] or ["22/tcp"],
+        "mounts": {"network": [volume]},
+        "args": shlex.join(start_command),
+    }
+    if isinstance(pod.get("env"), dict) and pod["env"]:
+        body["env"] = {str(k): str(v) for k, v in pod["env"].items()}
+    if isinstance(pod.get("disk"), int) and not isinstance(pod.get("disk"), bool) and pod["disk"] > 0:
+        body["disk"] = pod["disk"]
+    if isinstance(pod.get("dataCenterId"), str) and pod["dataCenterId"]:
+        body["dataCenterIds"] = [pod["dataCenterId"]]  # "an existing NetworkVolume in the same data center"
+    return body
+
+
 def args_of(answer):
     """A pod's ``args`` (GET /pods/{id}) as a list of words (empty: the image's own start)."""
     args = answer.get("args") if isinstance(answer, dict) else None
@@ -227,13 +270,65 @@ class Client:
         return True
 
     def _action(self, instance_id, action):
-        self.http.request("POST", f"/pods/{instance_id}/action", {"action": action})
+        return self.http.request("POST", f"/pods/{instance_id}/action", {"action": action})
 
     def stop(self, instance_id):
         self._action(instance_id, "stop")
 
     def start(self, instance_id):
         self._action(instance_id, "start")
+
+    def start_or_replace(self, instance_id, name, start_command):
+        """Start a stopped pod; when its host has no GPU left for it, put the node on a new pod of the
+        same network volume instead. Returns the id of the pod that runs the node now.
+
+        A stopped pod stays tied to its host (the Zero GPU Pods page): its start is refused when the
+        host's GPUs were rented meanwhile ("not enough free GPUs on the host machine", a 400), or it
+        comes back with fewer GPUs than it had (the console's zero-GPU start). The page's way out is a
+        new pod on the same network volume: created in the volume's data centre with the pod's own
+        settings and START_COMMAND (the volume's rejoin script), named NAME, then the old pod is
+        terminated (the volume is only detached). A pod with a host-bound volume has no such way:
+        it is left stopped and the error says what to do."""
+        before = self.http.request("GET", f"/pods/{instance_id}")
+        wanted = gpu_count(before)
+        try:
+            after = self._action(instance_id, "start")
+        except CloudError as exc:
+            if exc.kind != "capacity":
+                raise
+            return self._replace(before, name, start_command, "its host has no free GPU", f" (runpod: {exc.message})")
+        if gpu_count(after) >= wanted:
+            return instance_id
+        self._action(instance_id, "stop")  # a pod without its GPUs bills and runs no job
+        return self._replace(before, name, start_command, f"it started with {gpu_count(after)} of {wanted} GPUs")
+
+    def _replace(self, pod, name, start_command, why, said=""):
+        volume = network_volume(pod)
+        if volume is None:
+            raise CloudError(
+                f"pod {pod.get('id')} cannot start: {why}, and its volume is tied to that host{said}",
+                hint="try again later (scontrol update nodename=NODE state=resume), or move the node to a pod "
+                "with a network volume (docs/providers.md, Runpod)",
+                kind="capacity",
+            )
+        body = replacement(pod, name, start_command, volume)
+        try:
+            new = normalize(self.http.request("POST", "/pods", body))["id"]
+        except CloudError as exc:
+            maybe_done = exc.kind == "unreachable" or (exc.status or 0) >= 500
+            # its fate unknown: a pod of that name made since is the new one (never two for one node)
+            made = [p for p in self.list() if p["name"] == name and p["id"] != pod.get("id")
+                    and p["status"] not in GONE] if maybe_done else []  # fmt: skip
+            if len(made) != 1:
+                raise CloudError(
+                    f"pod {pod.get('id')} cannot start: {why}, nor could a new pod of its network volume be "
+                    f"created: {exc.message}{said}",
+                    hint=exc.hint or "try again later (scontrol update nodename=NODE state=resume)",
+                    kind=exc.kind,
+                ) from None
+            new = made[0]["id"]
+        self.terminate(pod.get("id"))
+        return new
 
     def terminate(self, instance_id):
         self.http.request("DELETE", f"/pods/{instance_id}")

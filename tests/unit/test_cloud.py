@@ -639,6 +639,34 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
 
 
+def test_a_pod_the_head_put_on_a_new_pod_of_its_volume_is_followed_by_name_with_its_host_keys(
+        mesh, runpod, tmp_path):  # fmt: skip
+    """The head's power program replaced a pod whose host had no GPU left (a new pod of its network
+    volume, named as the node): apply records the node there, carrying the host keys known for it
+    (the pod keeps them on its volume; SSH refuses a machine without one). With no host key known,
+    a pod bearing the node's name is not taken."""
+    from meshctl import hostkeys
+    from meshctl.ops import apply
+
+    pod, nodes, mesh_vars = pod_node(mesh, runpod, "trainer")
+    runpod.backend.terminate(pod)
+    new = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    new.ip, new.port = "100.100.60.77", 40022
+    notes = Notes()
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == []  # nothing known of the node's keys
+    assert f"runpod runs runpod:{new.id} at 100.100.60.77:40022, named trainer, and no host key" in notes.lines[-1]
+    key = tmp_path / "hostkey"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    public = key.with_suffix(".pub").read_text().split()
+    mesh.known_hosts.write_text(f"{pod.ip} {public[0]} {public[1]}\n")
+    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
+    again = {n.name: n for n in mesh.load()[0]}["trainer"]
+    assert (again.instance, again.host, again.port) == (f"runpod:{new.id}", "100.100.60.77", 40022)
+    assert [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, "100.100.60.77", 40022)] == [
+        f.sha256 for f in hostkeys.recorded(mesh.known_hosts, pod.ip, 22)]  # fmt: skip
+    assert f"trainer: runpod runs it as runpod:{new.id} at 100.100.60.77:40022 now, a new instance" in notes.lines[-1]
+
+
 def test_a_provider_key_file_others_can_read_is_refused_with_the_fix(tmp_path, mesh):
     """Issue 60: it was taken without a word (a Tailscale key file is refused)."""
     path = tmp_path / "runpod.key"

@@ -210,13 +210,94 @@ def test_a_stopped_pod_is_given_its_rejoin_start_command_before_it_starts_never_
         assert api.requests[-1] == ("POST", f"/v2/pods/{machine.id}/action") and api.bodies[-1][2] == {"action": "stop"}
         assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests and machine.state == "stopped"
         assert program("resume", "rp1").returncode == 0 and machine.state == "running"
-        assert api.requests[-2:] == [("PATCH", f"/v2/pods/{machine.id}"), ("POST", f"/v2/pods/{machine.id}/action")]
+        changes = [r for r in api.requests if r[0] != "GET"]
+        assert changes[-2:] == [("PATCH", f"/v2/pods/{machine.id}"), ("POST", f"/v2/pods/{machine.id}/action")]
         assert machine.start_cmd == rejoin and api.patched_running == []
         # Stopped and started again: the start command is already the one wanted, so no PATCH at all.
         asked = len(api.requests)
         assert program("suspend", "rp1").returncode == 0 and program("resume", "rp1").returncode == 0
         assert ("PATCH", f"/v2/pods/{machine.id}") not in api.requests[asked:] and api.patched_running == []
         assert "resume rp1 (runpod:" in program.log.read_text() and "start command set to" in program.log.read_text()
+
+
+def runpod_node(program, api, machine, volume=None):
+    """rp1 as the role lays it out: its pod, idle_stop, the volume's rejoin script; a network VOLUME."""
+    (program.conf / "keys" / "runpod.key").write_text(KEY + "\n")
+    if volume:
+        api.network_volumes[volume] = "EU-RO-1"
+        machine.mounts, machine.data_center = {"network": [{"volumeId": volume, "path": "/workspace"}]}, "EU-RO-1"
+    plan = {"rp1": {"instance": f"runpod:{machine.id}", "provider": "runpod", "id": machine.id, "idle_stop": 60,
+                    "start_command": ["bash", "/workspace/.meshctl/rejoin"]}}  # fmt: skip
+    (program.conf / "nodes.json").write_text(json.dumps(plan))
+    (program.conf / "api-urls.json").write_text(json.dumps({"runpod": api.url}))
+
+
+@pytest.mark.parametrize("how", ["refuse", "zero"])
+def test_a_pod_whose_host_has_no_gpu_left_comes_back_on_a_new_pod_of_its_network_volume(program, how):
+    """The Zero GPU Pods page: a stopped pod stays on its host; once its GPUs are rented by someone
+    else, its start is refused, or (the console's way) it starts without them. The node then runs on
+    a new pod of its network volume, in the volume's data centre, and the old pod is terminated;
+    the next suspend and resume act on the new one."""
+    with Standin("runpod") as api:
+        machine = api.add("rp1", "NVIDIA RTX A5000", 1, 0.27)
+        runpod_node(program, api, machine, volume="vol-e2e1")
+        machine.env = {"HF_HOME": "/workspace/hf"}
+        assert program("suspend", "rp1").returncode == 0 and machine.state == "stopped"
+        machine.host_full = how
+        done = program("resume", "rp1")
+        assert done.returncode == 0, done.stderr + program.log.read_text()
+        new = [m for m in api.backend.machines.values() if m.name == "rp1" and m.id != machine.id]
+        assert len(new) == 1 and new[0].state == "running" and machine.state == "terminated", new
+        created = [b for m, path, b in api.bodies if (m, path) == ("POST", "/v2/pods")]
+        assert created == [{"name": "rp1", "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404",
+                            "gpu": {"id": "NVIDIA RTX A5000", "count": 1}, "cloud": "SECURE", "ports": ["22/tcp"],
+                            "mounts": {"network": [{"volumeId": "vol-e2e1", "path": "/workspace"}]},
+                            "args": "bash /workspace/.meshctl/rejoin", "env": {"HF_HOME": "/workspace/hf"},
+                            "disk": 50, "dataCenterIds": ["EU-RO-1"]}]  # fmt: skip
+        assert api.patched_running == []
+        assert not program.calls.exists() or "state=down" not in program.calls.read_text()
+        assert f"a new pod {new[0].id} on its network volume" in program.log.read_text()
+        moved = json.loads((program.state / "rp1.moved").read_text())
+        assert moved == {"from": machine.id, "to": new[0].id}
+        assert program("suspend", "rp1").returncode == 0 and new[0].state == "stopped"
+        assert program("resume", "rp1").returncode == 0 and new[0].state == "running"
+        assert len([m for m in api.backend.machines.values() if m.name == "rp1"]) == 2  # no third pod
+
+
+def test_a_new_pod_whose_create_fails_is_looked_up_and_a_refused_one_leaves_the_old_pod(program):
+    """Never two pods for one node: a create answered 5xx after it was done is found by the node's
+    name; a create refused (no capacity in the volume's data centre) leaves the stopped pod as it was
+    and the node DOWN with the reason."""
+    with Standin("runpod") as api:
+        machine = api.add("rp1", "NVIDIA RTX A5000", 1, 0.27, state="stopped")
+        runpod_node(program, api, machine, volume="vol-e2e1")
+        machine.host_full = "refuse"
+        api.backend.capacity = 1  # the start is refused for the host; one create is possible
+        api.fail_create_after = 502
+        assert program("resume", "rp1").returncode == 0, program.log.read_text()
+        pods = [m for m in api.backend.machines.values() if m.name == "rp1"]
+        assert [m.state for m in pods] == ["terminated", "running"], pods
+        assert json.loads((program.state / "rp1.moved").read_text())["to"] == pods[1].id
+        api.fail_create_after = None
+        assert program("suspend", "rp1").returncode == 0 and pods[1].state == "stopped"
+        pods[1].host_full = "refuse"  # and again: no capacity left for a new pod either
+        assert program("resume", "rp1").returncode == 1
+        assert pods[1].state == "stopped" and len([m for m in api.backend.machines.values() if m.name == "rp1"]) == 2
+        calls = program.calls.read_text()
+        assert "state=down reason=meshctl: runpod could not start it: pod " in calls and "nor could a new pod" in calls
+
+
+def test_a_pod_with_a_host_bound_volume_whose_host_is_full_is_marked_down_and_kept(program):
+    """Its data is on that host: it is never terminated for this; the reason says what to do."""
+    with Standin("runpod") as api:
+        machine = api.add("rp1", "NVIDIA RTX A5000", 1, 0.27, state="stopped")
+        runpod_node(program, api, machine)
+        machine.host_full = "zero"
+        assert program("resume", "rp1").returncode == 1
+        assert machine.state == "stopped" and [m.name for m in api.backend.machines.values()] == ["rp1"]
+        calls = program.calls.read_text()
+        assert "update nodename=rp1 state=down reason=meshctl: runpod could not start it" in calls, calls
+        assert "started with 0 of 1 GPUs" in calls and "tied to that host" in calls
 
 
 def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):

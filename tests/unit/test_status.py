@@ -380,9 +380,16 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         assert out["cost_per_hour"] == 0.54
         text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "250"}).output
         assert "$/h" in text and "cost: $0.54/h for the rented nodes" in text
+        assert {r["name"]: r["stopped_bills"] for r in out["nodes"]} == {"head": "", "gpu1": "", "cpu1": ""}
         api.backend.stop(pod)
         rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
-        assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: it costs nothing an hour
+        assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: no compute an hour
+        # ... but its volume disk still bills (Runpod's Manage Pods page): the row says so (issue 61 item 4).
+        bills = {r.name: r.stopped_bills for r in rows}
+        assert bills["gpu1"].startswith("its volume disk") and bills["head"] == bills["cpu1"] == "", bills
+        text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"}).output
+        gpu1 = next(line for line in text.splitlines() if line.strip().startswith("gpu1"))
+        assert "stopped; still billed: its volume disk" in gpu1, text
 
 
 def test_status_does_not_wait_for_a_provider_that_does_not_answer_and_shows_a_question_mark(mesh, fake, monkeypatch):
