@@ -9,7 +9,8 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
   and runs.
 - gpu2, a Lambda instance (Lambda has no stop): the stand-in's launches are new Docker nodes with
   nothing of the mesh on them (a user `ubuntu` with sudo and the launch's SSH key authorized, as a
-  Lambda VM comes). `meshctl launch lambda` adds it (the control machine's key is registered at
+  Lambda VM comes; from the ready image, as the bed's other nodes: the roles' packages are there,
+  the demo and Molecule's `debian13` install them on bare machines). `meshctl launch lambda` adds it (the control machine's key is registered at
   Lambda as `laptop`); with `idle_stop: 60s` and `idle_terminate: true`, `meshctl apply` gives the
   head its relaunch service (meshctl itself, pip-installed there, on the head's copy of the mesh).
   Idle, gpu2 is terminated (`idle~`, its container removed); a job for it has the head register its
@@ -120,14 +121,17 @@ FRESH_BOOT = (
     + "systemctl restart slurmd\n"
 )
 
-# A new Lambda instance: Lambda's user with sudo, and slurmd (once Debian's package installs it as
-# /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is an alternative for) under the boot clock:
-# /usr/sbin/slurmd is the clock, laid first (update-alternatives then leaves it in place).
-VM = (
+# A new Lambda instance: Lambda's user with sudo, and slurmd under the boot clock. From the ready
+# image (slurmd installed, nothing of the mesh: issue 59) as on n1; from the bare one (Debian 13's
+# bed), where Debian's package installs it later as /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is
+# an alternative for, the clock is laid at /usr/sbin/slurmd first (update-alternatives leaves it).
+VM_USER = (
     "set -e\nid ubuntu >/dev/null 2>&1 || useradd -m -s /bin/bash ubuntu\n"
     "echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users\n"
-    "chmod 440 /etc/sudoers.d/90-cloud-init-users\n" + boot_clock("/usr/sbin/slurmd-wlm")
+    "chmod 440 /etc/sudoers.d/90-cloud-init-users\n"
 )
+VM = {"bare": VM_USER + boot_clock("/usr/sbin/slurmd-wlm"),
+      "ready": VM_USER + FRESH_BOOT.removesuffix("systemctl restart slurmd\n")}  # fmt: skip
 
 
 def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -179,12 +183,14 @@ class Instances(DockerBackend):
 
     def make(self, machine) -> str:
         name, ip = f"{LAUNCHED}{machine.id[-4:]}", next(self.addresses)
-        # A new instance is a bare machine (the ready image's slurmd would be under the boot clock's
-        # name: VM lays the clock where Debian's package puts its link later).
-        args = nodes.run_args(nodes.Node(name, ip), f"meshctl-node:{SUITE}", SPEC.network)
+        # A new instance: nothing of the mesh on it; the packages the roles install already there
+        # when the ready image is (the bed's other nodes start from it too).
+        image = ready.bed_image(SUITE)
+        args = nodes.run_args(nodes.Node(name, ip), image, SPEC.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")
-        subprocess.run(["docker", "exec", "-i", name, "bash"], input=VM, text=True, check=True)
+        vm = VM["ready" if image == ready.ready_tag(SUITE) else "bare"]
+        subprocess.run(["docker", "exec", "-i", name, "bash"], input=vm, text=True, check=True)
         for key in machine.public_keys:
             nodes.authorize(name, key, user="ubuntu")
         machine.ip = ip
@@ -274,7 +280,7 @@ def bed(tmp_path_factory):
                                "us-east-1", "--ssh-key-name", "laptop", "--ssh-key", str(key), "-y",
                                env=env)  # fmt: skip
             assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
-            print(f"\nlaunch lambda (a new instance set up from nothing): {time.monotonic() - started:.0f} s")
+            print(f"\nlaunch lambda (a new instance, nothing of the mesh on it): {time.monotonic() - started:.0f} s")
             yield root, env, (paperspace, machine), (lambda_, instances)
     finally:
         for container in instances.containers.values():
