@@ -10,14 +10,15 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
 - gpu2, a Lambda instance (Lambda has no stop): the stand-in's launches are new Docker nodes with
   nothing of the mesh on them (a user `ubuntu` with sudo and the launch's SSH key authorized, as a
   Lambda VM comes; from the ready image, as the bed's other nodes: the roles' packages are there,
-  the demo and Molecule's `debian13` install them on bare machines). `meshctl launch lambda` adds it (the control machine's key is registered at
-  Lambda as `laptop`); with `idle_stop: 60s` and `idle_terminate: true`, `meshctl apply` gives the
-  head its relaunch service (meshctl itself, pip-installed there, on the head's copy of the mesh).
-  Idle, gpu2 is terminated (`idle~`, its container removed); a job for it has the head register its
-  own key at Lambda, launch a new instance named gpu2, authorize the control machine's key on it and
-  converge it (`apply --limit gpu2` on the head), and the job runs; the control machine's next
-  `meshctl apply` records the new instance (found by the node's name) and reaches it; idle again it
-  is terminated again; a launch Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
+  the demo and Molecule's `debian13` install them on bare machines). `meshctl launch lambda` adds it
+  (the control machine's key is registered at Lambda as `laptop`); with `idle_stop: 60s` and
+  `idle_terminate: true`, `meshctl apply` gives the head its relaunch service (meshctl itself,
+  pip-installed there, on the head's copy of the mesh). Idle, gpu2 is terminated (`idle~`, its
+  container removed); a job for it has the head register its own key at Lambda, launch a new
+  instance named gpu2, authorize the control machine's key on it and converge it (`apply --limit
+  gpu2` on the head), and the job runs; the control machine's next `meshctl apply` records the new
+  instance (found by the node's name) and reaches it; idle again it is terminated again; a launch
+  Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
 
 One bed for both (one head converged once, issue 39): the global SuspendTime is an hour, so only a
 node's own idle time (its partition's SuspendTime) stops it within the test. meshctl's runs here
