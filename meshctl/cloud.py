@@ -28,6 +28,7 @@ def common():
 
 
 PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)
+ADD_ACCOUNT = f"`meshctl provider add {'|'.join(PROVIDERS)} --key-file FILE`"  # what to run when there is none
 RELAUNCHED = common().with_capability("relaunch")  # no stop: terminated when idle, launched again by the head
 # A stopped instance keeps only its volume: one whose host has no GPU left comes back as a new
 # instance of its network volume, named as the node, with the host keys kept there (the head's

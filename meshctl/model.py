@@ -21,7 +21,9 @@ from meshctl.settings import MANAGED_HOSTVARS, RUN_HOSTVARS
 
 RENTED = resources.plugin("module_utils.mesh_cloud").PROVIDERS  # providers meshctl reaches through their APIs
 
-PROVIDERS = ("local", *RENTED, "generic")
+# What a node's `mesh_provider` may say: the machine's own (local), one rented through an API, or
+# another machine reached over SSH (generic). The providers meshctl rents from are RENTED only.
+NODE_PROVIDERS = ("local", *RENTED, "generic")
 
 ROLES = ("head", "compute")
 
@@ -102,7 +104,7 @@ def parse_target(text: str, default_user: str = "root") -> Target:
     elif rest.count(":") == 1:
         host, port_text = rest.split(":")
         if not port_text.isdigit():  # `gpu:bar`: neither HOST:PORT nor a provider's PROVIDER:NAME
-            providers = resources.plugin("module_utils.mesh_cloud").PROVIDERS
+            providers = RENTED
             raise UsageError(f"cannot read {text!r}: {port_text!r} is not a TCP port, and {host!r} is not a provider",
                              hint=f"give [USER@]HOST[:PORT], or PROVIDER:NAME with a provider of "
                              f"{', '.join(providers)} (`meshctl machines` lists yours)")  # fmt: skip
@@ -137,8 +139,8 @@ class Node:
     def validate(self) -> None:
         check_name(self.name)
         check_host(self.host)
-        if self.provider not in PROVIDERS:
-            raise InventoryError(f"node {self.name}: unknown provider {self.provider!r}", hint=f"use {PROVIDERS}")
+        if self.provider not in NODE_PROVIDERS:
+            raise InventoryError(f"node {self.name}: unknown provider {self.provider!r}", hint=f"use {NODE_PROVIDERS}")
         if not self.roles or any(r not in ROLES for r in self.roles):
             raise InventoryError(f"node {self.name}: roles {self.roles} must be a subset of {list(ROLES)}")
         if self.state not in STATES:
@@ -284,7 +286,7 @@ def facts_problems(hw: object) -> list[str]:
     return hardware.mesh_hw().facts_problems(hw)
 
 
-DERIVED_GROUPS = (*ROLES, "pending", "tailnet", "pod", "leaving", *PROVIDERS)
+DERIVED_GROUPS = (*ROLES, "pending", "tailnet", "pod", "leaving", *NODE_PROVIDERS)
 
 
 def record(node: Node) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl.model import PROVIDERS
+from meshctl.model import NODE_PROVIDERS
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 mesh_option = click.option(
@@ -70,7 +70,7 @@ ssh_key_option = click.option(
 )
 provider_option = click.option(
     "--provider",
-    type=click.Choice(PROVIDERS),
+    type=click.Choice(NODE_PROVIDERS),
     help="Where the machine runs (default: detected from the machine).",
 )
 mesh_address_option = click.option(

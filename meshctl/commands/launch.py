@@ -61,7 +61,7 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
                "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
     accounts = cloud.configured(mesh)
     if not accounts or (provider and provider not in accounts) or (gpu and only != "any" and only not in accounts):
-        which = provider or (only if only != "any" else "lambda|runpod|paperspace")
+        which = provider or (only if only != "any" else "|".join(cloud.PROVIDERS))
         raise UsageError(f"the mesh has no {which if which in cloud.PROVIDERS else 'provider'} account to rent from",
                          hint=f"`meshctl provider add {which} --key-file FILE` first, then run this again")  # fmt: skip
     price, candidates, first = None, [], None

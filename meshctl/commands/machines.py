@@ -30,7 +30,7 @@ def command(provider, as_json, mesh_dir) -> None:
                "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     elif not cloud.configured(mesh):  # nothing to list or price: only what to do
-        display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+        display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
     else:
         display.table(
             "Machines",

@@ -47,7 +47,7 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
             ],
         )  # fmt: skip
         if not cloud.configured(mesh):
-            display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+            display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
         elif not shown:
             display.echo("nothing available matches" + (" (`--all` shows what is not available now)" if rows else ""))
         for name in silent:

@@ -42,7 +42,7 @@ def list_(mesh_dir) -> None:
     mesh = Mesh.find(mesh_dir)
     rows = [[p, str(cloud.key_path(mesh, p))] for p in cloud.configured(mesh)]
     if not rows:
-        display.echo("no provider accounts: `meshctl provider add lambda|runpod|paperspace --key-file FILE`")
+        display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
         return
     display.table("Provider accounts", ["provider", "key file"], rows)
 

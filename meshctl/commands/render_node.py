@@ -38,7 +38,7 @@ def _read(stream) -> str | None:
 @click.option("--dev-nvidia", "dev_nvidia", type=click.File("r"), help="Output of `ls -l /dev/nvidia*`.")
 @click.option("--name", help="Node name (default: from slurmd -C, else 'node').")
 @click.option("--addr", help="The node's mesh (tailnet) IPv4, written as NodeAddr.")
-@click.option("--provider", default="generic", show_default=True, type=click.Choice(model.PROVIDERS),
+@click.option("--provider", default="generic", show_default=True, type=click.Choice(model.NODE_PROVIDERS),
               help="Provider, written as a Feature tag.")  # fmt: skip
 @click.option("--reserve-mb", type=click.IntRange(min=0), help="Memory kept back for the OS (default: 5%, >= 1024).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
