@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshctl import resources
+from meshctl import core
 from meshctl.errors import PartialError, ProviderError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import RENTED, Node, check_host
@@ -24,7 +24,7 @@ from meshctl.vault import for_mesh, read_secret, write_secret
 
 
 def common():
-    return resources.plugin("module_utils.mesh_cloud")
+    return core.mesh_cloud
 
 
 PROVIDERS = RENTED  # the collection's list (mesh_cloud.PROVIDERS)

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from meshctl import resources
+from meshctl import core
 
-_TEXT = resources.plugin("module_utils.mesh_text")  # the one sanitizer, shared with the head's programs
+_TEXT = core.mesh_text  # the one sanitizer, shared with the head's programs
 
 
 def clean(text: object, multiline: bool = False) -> str:

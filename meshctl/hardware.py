@@ -12,16 +12,16 @@ from types import ModuleType
 
 import netaddr
 
-from meshctl import resources
+from meshctl import core
 from meshctl.errors import ParseError, UsageError
 
 
 def mesh_hw() -> ModuleType:
-    return resources.plugin("module_utils.mesh_hw")
+    return core.mesh_hw
 
 
 def slurm_nodes() -> ModuleType:
-    return resources.plugin("filter.slurm_nodes")
+    return core.slurm_nodes
 
 
 def check_address(addr: str) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import netaddr
 
-from meshctl import resources
+from meshctl import core
 
-_FILTER = resources.plugin("filter.node_status")
+_FILTER = core.node_status
 WORD_RE = _FILTER.WORD  # active, fstab-only, idle~, down*
 TEXT_RE = _FILTER.GRES  # a GRES string, a tailnet hostname or version
 REASON_RE = _FILTER.REASON  # why Slurm took a node out

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 
 import netaddr
 
-from meshctl import resources
+from meshctl import core
 from meshctl.errors import InventoryError, UsageError
 from meshctl.settings import MANAGED_HOSTVARS, RUN_HOSTVARS
 
-RENTED = resources.plugin("module_utils.mesh_cloud").PROVIDERS  # providers meshctl reaches through their APIs
+RENTED = core.mesh_cloud.PROVIDERS  # providers meshctl reaches through their APIs
 
 # What a node's `mesh_provider` may say: the machine's own (local), one rented through an API, or
 # another machine reached over SSH (generic). The providers meshctl rents from are RENTED only.
@@ -37,7 +37,7 @@ LOCAL_PYTHON = "/usr/bin/python3"  # the interpreter of a head that is the machi
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 # A node's instance, "<provider>:<id>", the id as the provider clients accept one (module_utils/mesh_cloud.py).
-INSTANCE_RE = re.compile(f"({'|'.join(RENTED)}):" + resources.plugin("module_utils.mesh_cloud").ID_RE.pattern)
+INSTANCE_RE = re.compile(f"({'|'.join(RENTED)}):" + core.mesh_cloud.ID_RE.pattern)
 
 HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z"
@@ -236,7 +236,7 @@ class Node:
                 raise InventoryError(f"node {name}: {key} is meshctl's to set (the facts a node reported)",
                                      hint=f"remove {key} from mesh.yml")  # fmt: skip
         if "idle_stop" in extra:
-            power = resources.plugin("filter.power_save")
+            power = core.power_save
             try:
                 power.duration_seconds(extra["idle_stop"])
             except power.PowerSaveError as exc:

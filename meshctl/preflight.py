@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshctl import resources, ssh
+from meshctl import core, ssh
 
 # Runs on the node with /bin/sh; prints key=value lines and changes nothing.
 PROBE = r"""
@@ -39,17 +39,17 @@ def probe_script() -> str:
 
 
 def _providers():
-    return resources.plugin("module_utils.mesh_cloud").PROVIDERS
+    return core.mesh_cloud.PROVIDERS
 
 
 def _capabilities(provider: str):
-    return resources.plugin("module_utils.mesh_cloud").capabilities(provider)
+    return core.mesh_cloud.capabilities(provider)
 
 
 def packaged_slurm_major(facts: dict[str, str]) -> str | None:
     """The Slurm major release the machine has or would install ("22.05"), from the probe's
     ``apt-cache policy slurmctld`` line; None when its package lists know no Slurm."""
-    versions = resources.plugin("filter.slurm_versions")
+    versions = core.slurm_versions
     return versions.slurm_major(versions.apt_policy_version(facts.get("slurm_policy", "")))
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import health, resources, runner, settings
+from meshctl import core, health, resources, runner, settings
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -178,7 +178,7 @@ def read(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int,
         return None
     if not vars_files_clear(mesh):
         return None
-    node_status = resources.plugin("filter.node_status").node_status
+    node_status = core.node_status.node_status
     (Path.home() / ".ansible" / "cp").mkdir(mode=0o700, parents=True, exist_ok=True)  # ssh's ControlPath
 
     def ask(node: Node) -> tuple[str, object]:

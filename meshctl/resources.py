@@ -81,7 +81,7 @@ def collections_path(folder: Path) -> Path:
 
 
 @cache
-def _import_root() -> Path:
+def import_root() -> Path:
     """A folder on sys.path whose ``ansible_collections/meshctl/mesh`` is this meshctl's collection.
 
     A private folder of this process (a symlink to ``data_dir()`` inside it), so the collection's
@@ -98,5 +98,5 @@ def plugin(name: str) -> ModuleType:
     """Import the collection's Python (``module_utils.mesh_hw``, ``filter.slurm_versions``) as the
     package ``ansible_collections.meshctl.mesh.plugins``: one copy, shared by the CLI and the roles,
     with its own imports (``from ansible_collections.meshctl.mesh.plugins.module_utils ...``) working."""
-    _import_root()
+    import_root()
     return importlib.import_module(f"ansible_collections.{COLLECTION[0]}.{COLLECTION[1]}.plugins.{name}")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import resources
+from meshctl import core, resources
 
 # Keys meshctl itself reads or writes that no role declares.
 OWN = ("idle_stop", "idle_terminate", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
@@ -163,7 +163,7 @@ RUN_HOSTVARS = ("mesh_hw",)
 
 @cache
 def known() -> frozenset[str]:
-    common = resources.plugin("module_utils.mesh_cloud")
+    common = core.mesh_cloud
     prices = {f"{p}_prices" for p in common.PROVIDERS if common.capabilities(p).price == "setting"}
     return frozenset({*specs(), *OWN, *prices, *MANAGED_HOSTVARS, *RUN_HOSTVARS})
 
@@ -276,7 +276,7 @@ def element_problem(key: str, value) -> str | None:
 
 
 def _idle_time(value, _scope) -> list[str]:
-    power = resources.plugin("filter.power_save")
+    power = core.power_save
     if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "never")):
         return []
     try:
@@ -296,12 +296,12 @@ def _job_users(value, scope) -> list[str]:
     defaults = resources.role_defaults("job_users")
     group = scope.get("job_users_group", defaults["job_users_group"])
     gid = scope.get("job_users_gid", defaults["job_users_gid"])
-    return resources.plugin("filter.job_users").job_users_problems(value, group, gid)
+    return core.job_users.job_users_problems(value, group, gid)
 
 
 def _head_jobs(value, _scope) -> list[str]:
     try:
-        resources.plugin("filter.slurm_nodes").head_runs_jobs(value, [])
+        core.slurm_nodes.head_runs_jobs(value, [])
     except ValueError as exc:
         return [str(exc)]
     return []

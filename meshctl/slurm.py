@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from meshctl import resources
+from meshctl import core
 
-WORDS = resources.plugin("module_utils.mesh_slurm")
+WORDS = core.mesh_slurm
 
 
 def base(state: str) -> str:

@@ -19,7 +19,7 @@ from types import ModuleType
 import netaddr
 import yaml
 
-from meshctl import display, resources, settings
+from meshctl import core, display, resources, settings
 from meshctl.errors import InventoryError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
@@ -30,7 +30,7 @@ KEY_SHAPES = "tskey-auth-..., tskey-client-... (an OAuth client secret) or a 48/
 
 
 def _plugin() -> ModuleType:
-    return resources.plugin("filter.tailscale_status")
+    return core.tailscale_status
 
 
 def key_path(mesh: Mesh) -> Path:

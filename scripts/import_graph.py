@@ -6,9 +6,11 @@ Usage: scripts/import_graph.py [--cycles]
 Reads the package's sources (no import is executed), counts `import meshctl.x`, `from meshctl import x`
 and `from meshctl.x import y` at any depth of a module (a function-level import is an import too), and
 prints one line per module: its layer and the meshctl modules it imports. Then each import circle
-(strongly connected component of more than one module), or "no import circle", and each import of a
-module from a higher layer (LAYERS, docs/architecture.md), or "no upward import". Exit 1 when there
-is a circle, an upward import, or a module in no layer.
+(strongly connected component of more than one module), or "no import circle", each import of a
+module from a higher layer (LAYERS, docs/architecture.md), or "no upward import", and each reach of
+the collection's Python (an ``ansible_collections`` import, a ``resources.plugin`` call) outside
+meshctl.core, the shared core's one door. Exit 1 when there is a circle, an upward import, a module
+in no layer, or a reach around the shared core.
 """
 
 from __future__ import annotations
@@ -29,8 +31,13 @@ LAYERS = (
     ("store, providers", ("meshctl.mesh", "meshctl.vault", "meshctl.headcopy", "meshctl.cloud", "meshctl.tailnet",
                           "meshctl.preflight", "meshctl.hostkeys", "meshctl.ssh")),
     ("model", ("meshctl.model", "meshctl.settings", "meshctl.slurm", "meshctl.hardware", "meshctl.health")),
-    ("foundation", ("meshctl", "meshctl.errors", "meshctl.resources", "meshctl.display")),
+    ("foundation", ("meshctl", "meshctl.display")),
+    ("shared core", ("meshctl.core",)),
+    ("base", ("meshctl.errors", "meshctl.resources")),
 )  # fmt: skip
+# The one module that imports the collection's Python (the shared core, plugins/); nothing else in
+# meshctl imports it or loads it by name (resources.plugin): they import meshctl.core.
+CORE = "meshctl.core"
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -93,6 +100,34 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def reaches_the_collection(path: Path) -> list[str]:
+    """What PATH does to reach the collection's Python other than through meshctl.core: each import
+    of ``ansible_collections`` and each call of ``resources.plugin`` (``what`` at line N)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        if any(name.split(".")[0] == "ansible_collections" for name in names):
+            found.append(f"import of {', '.join(names)} at line {node.lineno}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "plugin" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "resources":  # fmt: skip
+            found.append(f"resources.plugin(...) at line {node.lineno}")
+    return found
+
+
+def around_the_core(package: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(module, what) for every reach of the collection's Python outside meshctl.core."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = module_name(path, package)
+        if name != CORE:
+            found += [(name, what) for what in reaches_the_collection(path)]
+    return found
+
+
 def layer_of(name: str, layers=LAYERS) -> int | None:
     """The index of NAME's layer in LAYERS (0 is the top), None when it is in none."""
     for index, (_title, members) in enumerate(layers):
@@ -135,7 +170,12 @@ def main(argv: list[str]) -> int:
         print("no upward import")
     for name in unplaced:
         print(f"in no layer: {name} (add it to LAYERS in scripts/import_graph.py)")
-    return 1 if circles or ups or unplaced else 0
+    around = around_the_core()
+    for name, what in around:
+        print(f"around the shared core: {name}: {what} (import it from {CORE})")
+    if not around:
+        print(f"the collection's Python reached through {CORE} only")
+    return 1 if circles or ups or unplaced or around else 0
 
 
 if __name__ == "__main__":

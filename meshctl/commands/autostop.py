@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, display, resources, runner
+from meshctl import completion, core, display, runner
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import head_of, node_named
@@ -25,7 +25,7 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
     stop it and bring it back, for the head, and for a node not set up yet) and converges the head
     only, and only when its power plan changes: Slurm's power saving lives there.
     """
-    power = resources.plugin("filter.power_save")
+    power = core.power_save
     off = duration.strip().lower() in ("off", "never", "false", "0", "none")
     try:
         seconds = 0 if off else power.duration_seconds(duration)

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from meshctl import display, resources, session, tailnet
+from meshctl import core, display, session, tailnet
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
@@ -52,7 +52,7 @@ def links_of(source: str, report: dict, names: set[str], on_tailnet: bool) -> tu
     raw = report.get("links")
     if not isinstance(raw, list):
         return [], "no list of links"
-    path_of = resources.plugin("filter.tailscale_status").tailscale_peer_path
+    path_of = core.tailscale_status.tailscale_peer_path
     status = report.get("tailscale") if isinstance(report.get("tailscale"), str) else None
     links, refused = [], []
     for item in raw:

@@ -29,7 +29,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from meshctl import cloud, headcopy, hostkeys, resources, runner, ssh
+from meshctl import cloud, core, headcopy, hostkeys, runner, ssh
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
@@ -133,6 +133,6 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
 
 def mark_down(name: str, reason: str, scontrol: str = "scontrol") -> None:
     """Slurm's reason for a node the head could not launch again (as meshctl-power says it), cleaned."""
-    reason = resources.plugin("module_utils.mesh_text").slurm_reason(reason)
+    reason = core.mesh_text.slurm_reason(reason)
     subprocess.run([scontrol, "update", f"nodename={name}", "state=down", f"reason=meshctl: {reason}"],
                    capture_output=True, check=False)  # fmt: skip

@@ -57,3 +57,21 @@ def test_meshctl_imports_downward_only_and_every_module_has_a_layer():
     edges = import_graph.graph()
     assert import_graph.upward(edges) == []
     assert [name for name in edges if import_graph.layer_of(name) is None] == []
+
+
+def test_the_shared_core_is_reached_through_meshctl_core_only(tmp_path):
+    """The collection's Python (plugins/) is imported by meshctl.core alone, plainly; an import of
+    it, or a resources.plugin call, anywhere else in meshctl is found with its line."""
+    assert import_graph.around_the_core() == []
+    package = tmp_path / "meshctl"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "core.py").write_text("from ansible_collections.meshctl.mesh.plugins.filter import power_save\n")
+    (package / "model.py").write_text("from meshctl import resources\n\nWORDS = resources.plugin('filter.x')\n")
+    (package / "slurm.py").write_text("def f():\n    import ansible_collections.meshctl.mesh.plugins.module_utils.y\n")
+    (package / "health.py").write_text("from meshctl.core import node_status\n")
+    assert import_graph.around_the_core(package) == [
+        ("meshctl.model", "resources.plugin(...) at line 3"),
+        ("meshctl.slurm", "import of ansible_collections.meshctl.mesh.plugins.module_utils.y at line 2"),
+    ]
+    assert import_graph.layer_of("meshctl.core") == len(import_graph.LAYERS) - 2  # above errors and resources only
