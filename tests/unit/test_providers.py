@@ -483,7 +483,7 @@ def test_asking_the_providers_is_said_on_a_terminal_while_it_lasts(mesh, two_pro
 
 def candidates_of(mesh, gpu: str, count: int = 1):
     """What `launch --gpu` tries, in its order: every available offer, cheapest first, with its options."""
-    from meshctl.commands.launch import offer_options
+    from meshctl.ops.launch import offer_options
 
     rows, _ = cloud.offers(mesh, {}, gpu, count)
     options = {"region": None, "ssh_key_names": ["laptop"], "public_key": "ssh-ed25519 AAAA x"}
@@ -704,7 +704,7 @@ def test_each_documented_error_gets_its_kind_and_advice(row):
 
 def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_providers):
     """Lambda's capacity is per type and region: the launch tries the next region before the next offer."""
-    from meshctl.commands import launch
+    from meshctl.ops import launch
 
     lam, _rp = two_providers
     lam.refuse({"region_name": "us-east-1"}, "capacity")

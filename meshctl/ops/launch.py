@@ -1,0 +1,181 @@
+"""`meshctl launch`: rent a machine through its provider's API and add it to the mesh.
+
+Two steps, so the command line can ask in between: ``plan`` chooses what to rent (a named type,
+or the available offers of a GPU, cheapest first, one candidate per region where a launch names
+one), checks what each provider's launch needs and says what it left out; ``launch`` tries the
+candidates in order (``cloud.launch_first``: a create refused for that offer only moves on, never
+two machines for one request), waits for the machine's SSH and adds it as ``add-node`` does. A
+machine that runs but could not be added is said with how to retry: it bills.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meshctl import cloud, runner
+from meshctl.errors import MeshctlError, UsageError
+from meshctl.mesh import Mesh
+from meshctl.model import Node
+from meshctl.ops import add
+
+FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
+         "cloud": "--cloud"}  # fmt: skip
+
+
+@dataclass
+class Request:
+    """What the user asked: a PROVIDER and a type (KIND), or a GPU (``H100:8``) from ONLY (a provider
+    or "any") at most MAX_PRICE $/h; the node's NAME, the provider OPTIONS (region, ssh_key_names,
+    template_id, image, cloud) and the SSH key to reach it with."""
+
+    name: str
+    provider: str | None = None
+    kind: str | None = None
+    gpu: str | None = None
+    only: str = "any"
+    max_price: float | None = None
+    options: dict = field(default_factory=dict)
+    ssh_key: str | None = None
+
+
+@dataclass
+class Plan:
+    """The candidates in the order they are tried, ``(offer or None, provider, type, options)``, and
+    the first one's provider, type and $/h (None: not listed)."""
+
+    candidates: list
+    provider: str
+    kind: str
+    price: float | None
+    third_party: bool  # a candidate is on a host run by a third party (Runpod's Community Cloud)
+
+
+def plan(mesh: Mesh, nodes: list[Node], mesh_vars: dict, request: Request,
+         say: Callable[[str], None], warn: Callable[[str], None]) -> Plan:  # fmt: skip
+    """What to rent for REQUEST, every check done before anything is rented (SAY: what is chosen;
+    WARN: a provider that could not be asked, a candidate left out and why)."""
+    name, provider, kind, gpu, options = request.name, request.provider, request.kind, request.gpu, request.options
+    if any(n.name == name for n in nodes):
+        raise UsageError(f"a node named {name} is already in the mesh", hint="pick another --name")
+    accounts = cloud.configured(mesh)
+    only = request.only
+    if not accounts or (provider and provider not in accounts) or (gpu and only != "any" and only not in accounts):
+        which = provider or (only if only != "any" else "|".join(cloud.PROVIDERS))
+        raise UsageError(f"the mesh has no {which if which in cloud.PROVIDERS else 'provider'} account to rent from",
+                         hint=f"`meshctl provider add {which} --key-file FILE` first, then run this again")  # fmt: skip
+    price, candidates, first = None, [], None
+    if gpu:
+        wanted, count = cloud.parse_gpu(gpu)
+        rows, problems = cloud.offers(mesh, mesh_vars, wanted, count or 1, None if only == "any" else only)
+        for where, said in problems.items():
+            warn(f"{where} could not be asked: {said}")
+        # Every available offer at most --max-price, cheapest first: a create the provider refuses
+        # for that offer only (no capacity, a pool the account cannot use) moves on to the next.
+        most = request.max_price
+        chosen = [o for o in rows if o.available and (most is None or o.price_per_hour <= most)]
+        if not chosen:
+            cheaper = cloud.cheapest(rows)
+            raise UsageError(f"no available offer of {gpu}" + (f" at most ${most:.2f}/h" if most is not None
+                             else "") + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h" if cheaper else ""),
+                             hint="`meshctl offers --gpu " + gpu + " --all` lists what there is")  # fmt: skip
+        region = options.get("region")
+        for offer in chosen:  # one candidate per region with capacity, where a launch names one
+            regions = (
+                offer.regions if not region and "region" in cloud.capabilities(offer.provider).launch_needs else []
+            )
+            for where in regions or [None]:
+                candidates.append((offer, offer.provider, offer.type, offer_options(offer, options, region or where)))
+        first = chosen[0]
+        provider, kind, price = first.provider, first.type, first.price_per_hour
+        where = ", ".join(part for part in (kind, first.cloud, candidates[0][3].get("region")) if part)
+        say(f"cheapest available {gpu}: {first.gpus} x {first.gpu} at {provider} ({where}), ${price:.2f}/h"
+            + (f"; {len(chosen) - 1} more offer(s) up to ${chosen[-1].price_per_hour:.2f}/h if it cannot be "
+               "rented" if len(chosen) > 1 else ""))  # fmt: skip
+    else:
+        candidates.append((None, provider, kind, dict(options)))
+    ready, unready = [], []
+    for candidate in candidates:  # an offer whose launch needs what was not given is left out, said why
+        try:
+            check_launch_options(candidate[1], candidate[3], request.ssh_key)
+            ready.append(candidate)
+        except UsageError as exc:
+            unready.append(exc)
+            warn(f"left out {candidate[1]} ({candidate[2]}): {exc.message} ({exc.hint})")
+    if not ready:
+        raise unready[0]
+    if ready[0][0] is not None and ready[0][0] is not first:
+        first = ready[0][0]
+        provider, kind, price = first.provider, first.type, first.price_per_hour
+    if not gpu:  # what the named type costs, from the provider's own offers
+        price = typed_price(mesh, mesh_vars, provider, kind, options.get("cloud"))
+    return Plan(ready, provider, kind, price, any(c[3].get("cloud") == "COMMUNITY" for c in ready))
+
+
+def launch(mesh: Mesh, mesh_vars: dict, chosen: Plan, request: Request, say: Callable[[str], None],
+           wait: float = 0.0, verbosity: int = 0, preflight_table: Callable | None = None) -> str:  # fmt: skip
+    """Rent the first candidate of CHOSEN that can be had, wait for its SSH and add it as node
+    ``request.name`` (PREFLIGHT_TABLE shows the machine's preflight); returns the node's name."""
+    name = request.name
+    say(f"launching {chosen.kind} at {chosen.provider} as {name} ...")
+    offer, inst = cloud.launch_first(mesh, mesh_vars, chosen.candidates, name, say=say)
+    provider = chosen.provider
+    if offer is not None and offer is not chosen.candidates[0][0]:
+        provider = offer.provider
+        say(f"rented {offer.gpus} x {offer.gpu} at {provider} ({offer.cloud or offer.type}), "
+            f"${offer.price_per_hour:.2f}/h")  # fmt: skip
+    say(f"{provider} instance {inst['id']} runs at {inst['ssh_host']}:{inst['ssh_port']}; waiting for SSH")
+    cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], cloud.LAUNCH_TIMEOUT)
+    target = f"{provider}:{inst['id']}"
+    try:
+        with mesh.lock(f"launch {name}", wait=wait):
+            nodes, mesh_vars = mesh.load()
+            added = add.plan_add(mesh, nodes, target, name, None, request.ssh_key, None, mesh_vars)
+            if preflight_table is not None:
+                preflight_table(added.report)
+            add.add_node(mesh, nodes, mesh_vars, added, runner.Progress(), verbosity=verbosity)
+    except MeshctlError as exc:
+        exc.hint = (exc.hint + "; " if exc.hint else "") + (
+            f"the instance {target} runs and bills: `meshctl add-node {target} --name {name}` retries, "
+            f"`meshctl machines` shows it"
+        )
+        raise
+    return name
+
+
+def offer_options(offer, options: dict, region: str | None) -> dict:
+    """The launch options for OFFER: the user's, with its GPU count, cloud and REGION (else, where the
+    provider needs one, its first region with capacity)."""
+    chosen = dict(options, gpus=offer.gpus)
+    if offer.cloud:
+        chosen["cloud"] = offer.cloud
+    if region:
+        chosen["region"] = region
+    elif offer.regions and "region" in cloud.capabilities(offer.provider).launch_needs:
+        chosen["region"] = offer.regions[0]
+    return chosen
+
+
+def check_launch_options(provider: str, options: dict, ssh_key) -> None:
+    """What PROVIDER's launch needs, there before anything is rented (OPTIONS is completed in place)."""
+    can = cloud.capabilities(provider)
+    if can.pod and ssh_key:  # the pod's image authorizes the key given as PUBLIC_KEY
+        public = Path(ssh_key + ".pub")
+        if not public.is_file():
+            raise UsageError(f"{public} is missing", hint=f"{can.title} needs the public half of --ssh-key beside it")
+        options["public_key"] = public.read_text().strip()
+    missing = [need for need in can.launch_needs if not options.get(need)]
+    if missing:
+        flags = ", ".join(FLAGS.get(need, need) for need in missing)
+        raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
+
+
+def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None):
+    """What PROVIDER's offers say a KIND costs an hour (in CLOUD_TYPE, Runpod's Secure Cloud unless
+    told: a launch's default), or None (not listed, or no answer)."""
+    rows, _problems = cloud.offers(mesh, mesh_vars, None, None, provider)
+    wanted = cloud_type or "SECURE"
+    prices = [r.price_per_hour for r in rows
+              if r.type == kind and r.price_per_hour is not None and r.cloud in ("", wanted)]  # fmt: skip
+    return min(prices) if prices else None
