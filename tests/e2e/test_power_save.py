@@ -20,11 +20,14 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
   instance (found by the node's name) and reaches it; idle again it is terminated again; a launch
   Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
 
-One bed for both (one head converged once, issue 39): the global SuspendTime is an hour, so only a
-node's own idle time (its partition's SuspendTime) stops it within the test. meshctl's runs here
-are the opt-in Mitogen ones (tests/e2e/__init__.py). Needs the Docker engine, the
-meshctl-node:bookworm image and the Python package index (the head's pip, through the test bed's
-CA bundle). MESHCTL_E2E_POWER_SUITE=trixie runs it all on Debian 13 (Slurm 24.11).
+One bed for both (one head converged once, issue 39), and that head is the rented machines' head
+that test_pod.py uses too (tests/e2e/rented.py: set up once, the mesh over the Tailscale stand-in,
+which n1 and every Lambda instance carry as well; this file takes n1 and gpu2 out again at its
+end): the global SuspendTime is an hour, so only a node's own idle time (its partition's
+SuspendTime) stops it within the test. meshctl's runs here are the opt-in Mitogen ones
+(tests/e2e/__init__.py). Needs the Docker engine, the meshctl-node:bookworm image and the Python
+package index (the head's pip, through the test bed's CA bundle). MESHCTL_E2E_POWER_SUITE=trixie
+runs it all on Debian 13 (Slurm 24.11).
 
 A started VM has booted: Slurm waits for a resumed node's boot time to be after the start it asked
 for ("Still waiting for boot of node"). A container shares the host's kernel and its uptime, so
@@ -39,9 +42,7 @@ before it, which a VM never does. That is the VM's boot, emulated; nothing of me
 import hashlib
 import itertools
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -51,26 +52,14 @@ import yaml
 
 from meshctl.localmesh import nodes, ready
 from tests.cloud_standin import KEY, DockerBackend, Standin
-from tests.e2e import (
-    BED_SETTINGS,
-    MITOGEN,
-    meshctl_in,
-    on_container,
-    pip_settings,
-    runs_said,
-    slurm_job_state,
-    wait_for,
-)
+from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
+from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, NAME, SPEC, SUITE, TS_KEY, take_out
+from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
 
-SPEC = nodes.LocalMesh("meshctl-power", "100.100.70.0/24", ("power-head", "power-n1"))
-HEAD, N1 = "100.100.70.10", "100.100.70.11"
-JOB_USER = "alice"  # the bed's job user (job_users_list): she submits the jobs, root runs none
-GATEWAY = "100.100.70.1"  # the control machine on the nodes' network: where the stand-ins listen
+N1 = "100.100.70.11"  # on the rented machines' network (tests/e2e/rented.py: SPEC, the head, GATEWAY)
 IDLE = 60  # seconds: each rented node's idle_stop
-# Debian 12 (Slurm 22.05) here; MESHCTL_E2E_POWER_SUITE=trixie runs it on Debian 13 (Slurm 24.11).
-SUITE = os.environ.get("MESHCTL_E2E_POWER_SUITE", "bookworm")
 LAUNCHED = "power-i"  # the prefix of the containers Lambda's stand-in launches
 
 # The boot clock: /usr/sbin/slurmd becomes this program, which starts the real slurmd (REAL) 3 s
@@ -140,7 +129,7 @@ def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.Compl
 
 
 def on_head(command: str) -> str:
-    return on_container("power-head", command)
+    return on_container(HEAD_CONTAINER, command)
 
 
 def as_user(command: str) -> str:
@@ -159,7 +148,7 @@ def running(container: str) -> bool:
 
 
 def job_state(job: str) -> str:
-    return slurm_job_state("power-head", job)
+    return slurm_job_state(HEAD_CONTAINER, job)
 
 
 def on_node(command: str) -> str:
@@ -192,6 +181,7 @@ class Instances(DockerBackend):
         assert nodes.wait_running(name) in ("running", "degraded")
         vm = VM["ready" if image == ready.ready_tag(SUITE) else "bare"]
         subprocess.run(["docker", "exec", "-i", name, "bash"], input=vm, text=True, check=True)
+        install_standin(name, [TS_KEY])  # the mesh runs over Tailscale (the stand-in)
         for key in machine.public_keys:
             nodes.authorize(name, key, user="ubuntu")
         machine.ip = ip
@@ -229,42 +219,26 @@ def stale_instances() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
-        pytest.skip("no Docker engine (run `make engine images`)")
-    if subprocess.run(["docker", "image", "inspect", f"meshctl-node:{SUITE}"], capture_output=True).returncode:
-        pytest.skip(f"no meshctl-node:{SUITE} image (make images)")
-    root = tmp_path_factory.mktemp("power")
-    key = root / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+def bed(rented):
+    """n1 and gpu2 added to the rented machines' head (tests/e2e/rented.py), and taken out again at
+    the end: the head as this file found it."""
+    root, key = rented.root, rented.key
     if stale_instances():  # instances of a run that was cut short
         subprocess.run(["docker", "rm", "-f", "-v", *stale_instances()], capture_output=True, check=False)
-    nodes.down(say=lambda _m: None, spec=SPEC)
-    nodes.up(SUITE, say=lambda _m: None, spec=SPEC, ready=True)
-    subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=True)
+    subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=False)
     args = nodes.run_args(nodes.Node("power-n1", N1), ready.bed_image(SUITE), SPEC.network)
     subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
-    assert nodes.wait_running("power-n1") in ("running", "degraded")
-    for name in SPEC.names:
-        nodes.authorize(name, key.with_suffix(".pub").read_text())
     machines, instances = DockerBackend(), Instances()
+    env = {}
     try:
+        assert nodes.wait_running("power-n1") in ("running", "degraded")
+        nodes.authorize("power-n1", key.with_suffix(".pub").read_text())
+        install_standin("power-n1", [TS_KEY])  # the mesh runs over Tailscale (the stand-in)
         with Standin("paperspace", machines, bind=GATEWAY) as paperspace, \
                 Standin("lambda", instances, bind=GATEWAY) as lambda_:  # fmt: skip
             lambda_.ssh_keys["laptop"] = key.with_suffix(".pub").read_text().strip()  # registered in Lambda's console
             machine = machines.attach("power-n1", "ps", "power-n1", "A4000", 1, 0.76, N1)
             env = {"MESHCTL_PAPERSPACE_API_URL": paperspace.url, "MESHCTL_LAMBDA_API_URL": lambda_.url}
-            made = meshctl(root, "init", "lab", "--head", f"root@{HEAD}", "--name", "head", "--ssh-key", str(key),
-                           "--provider", "local", env=env)  # fmt: skip
-            assert made.returncode == 0, made.stdout[-3000:] + made.stderr
-            with (root / "lab" / "group_vars" / "all.yml").open("a") as handle:  # test-bed CA, wheel cache; no PyTorch
-                handle.write(pip_settings("mlflow", "job_env", "relaunch"))
-                handle.write(BED_SETTINGS)
-                # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
-                # time (its partition's SuspendTime) can stop it within the minutes of a test.
-                handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
-                handle.write("slurm_accounting: true\n")  # `meshctl usage`: cost per user on real accounting
-                handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")
             added = meshctl(root, "add-node", f"root@{N1}", "--name", "n1", "--ssh-key", str(key), "--provider",
                             "paperspace", env=env)  # fmt: skip
             assert added.returncode == 0, added.stdout[-3000:] + added.stderr
@@ -283,10 +257,11 @@ def bed(tmp_path_factory):
             assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr
             print(f"\nlaunch lambda (a new instance, nothing of the mesh on it): {time.monotonic() - started:.0f} s")
             yield root, env, (paperspace, machine), (lambda_, instances)
+            take_out(rented, "gpu2", "n1", env=env)
     finally:
         for container in instances.containers.values():
             subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
-        nodes.down(say=lambda _m: None, spec=SPEC)
+        subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=False)
 
 
 def emulate_boot_clock() -> None:
@@ -331,7 +306,7 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     for name in ("n1", "gpu2"):
         assert f"meshctl_idle_{IDLE}" in on_head(f"scontrol show node {name} | grep -o 'AvailableFeatures=.*'")
         assert "meshctl_on" not in on_head(f"sinfo --noheader --Node --nodes={name} --format=%P")  # only main
-    assert "meshctl_on" in on_head("scontrol show node head | grep -o 'AvailableFeatures=.*'")
+    assert "meshctl_on" in on_head(f"scontrol show node {NAME} | grep -o 'AvailableFeatures=.*'")
     # Idle for longer than idle_stop: Slurm runs the head's program, which stops n1's machine and,
     # Lambda having no stop, terminates gpu2's instance.
     n1_rests = lambda: node_state("n1").endswith("~") and not running("power-n1")  # noqa: E731
@@ -343,7 +318,7 @@ def test_idle_both_rented_nodes_are_stopped_through_their_providers(bed):
     log = on_head("cat /var/log/slurm/meshctl-power.log")
     assert "suspend n1 (paperspace:" in log and "terminated (idle_terminate)" in log
     assert on_head("stat -c '%U %a' /var/log/slurm/meshctl-power.log") == "slurm 640"  # the program's own
-    assert running("power-head")  # the head is never stopped
+    assert running(HEAD_CONTAINER)  # the head is never stopped
     # A change to the mesh while they rest: the others converge, they are skipped and named (exit 0).
     applied = meshctl(root, "apply", env=env)
     assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
@@ -404,7 +379,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     assert " ".join(shown) in (root / "lab" / "known_hosts").read_text()
     host = yaml.safe_load(inventory.read_text())["all"]["hosts"]["gpu2"]
     assert host["meshctl_instance"] == f"lambda:{new[0].id}" and host["ansible_host"] == new[0].ip
-    assert host["mesh_address"] == new[0].ip  # no tailnet in this bed: the mesh address is the SSH address
+    assert host["mesh_address"] == new[0].ip  # the stand-in's tailnet address: the machine's own
     assert f"NodeAddr={new[0].ip} " in on_head("scontrol show node gpu2")  # Slurm reaches the new machine
     # Nothing of the power plan is done twice (the relaunch service, the power program, the nodes'
     # features): a second apply, while the jobs hold both nodes, changes nothing on them.
@@ -498,7 +473,7 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
     )
     assert planted.endswith("rc=0"), planted
     try:
-        applied = meshctl(root, "apply", "--limit", "head", env=env)
+        applied = meshctl(root, "apply", "--limit", NAME, env=env)
         assert on_head("stat -c '%U %G %a' /root/witness /root/witness.d") == "root root 600\nroot root 700"
         # Issue 58: the link in place of the spool is removed, never followed, and the run goes on.
         assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
@@ -507,7 +482,7 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
         as_slurm("rm -f /var/log/slurm/meshctl-power.log && "
                  "mv /var/log/slurm/meshctl-power.old /var/log/slurm/meshctl-power.log")  # fmt: skip
         on_head("rm -rf /root/witness /root/witness.d")
-    again = meshctl(root, "apply", "--limit", "head", env=env)
+    again = meshctl(root, "apply", "--limit", NAME, env=env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert on_head("stat -c '%U %a' /var/lib/meshctl/power/relaunch") == "slurm 750"
 
