@@ -98,3 +98,11 @@ def take_out(bed: Bed, *names: str, env: dict | None = None) -> None:
         if name in (yaml.safe_load((bed.mesh / "mesh.yml").read_text())["all"].get("hosts") or {}):
             done = bed.meshctl("remove-node", name, "--force", env=env)
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+
+
+def forget_accounts(bed: Bed, *providers: str) -> None:
+    """PROVIDERS' stored keys removed: a file's accounts are not the next file's (a provider nobody
+    runs here would be asked by `offers` and `machines`, and not answer)."""
+    for provider in providers:
+        done = bed.meshctl("provider", "remove", provider)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr

@@ -36,7 +36,7 @@ from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
 from tests.e2e import MITOGEN, TESTBED_ENV, runs_said, wait_for, wait_for_ssh
-from tests.e2e.rented import GATEWAY, HEAD, HEAD_CONTAINER, JOB_USER, SPEC, take_out
+from tests.e2e.rented import GATEWAY, HEAD, HEAD_CONTAINER, JOB_USER, SPEC, forget_accounts, take_out
 from tests.e2e.rented import TS_KEY as KEY
 from tests.e2e.standin import install_standin
 
@@ -155,6 +155,7 @@ def bed(rented):
             api.network_volumes[NETWORK_VOLUME["volumeId"]] = bed.machine.data_center
             yield bed
             take_out(rented, "rp2", "rp1", env={"MESHCTL_RUNPOD_API_URL": api.url})
+            forget_accounts(rented, "runpod")
     finally:
         sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
         sh("docker", "volume", "rm", "-f", VOLUME, LAUNCHED[2], check=False)

@@ -53,7 +53,7 @@ import yaml
 from meshctl.localmesh import nodes, ready
 from tests.cloud_standin import KEY, DockerBackend, Standin
 from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
-from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, NAME, SPEC, SUITE, TS_KEY, take_out
+from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, NAME, SPEC, SUITE, TS_KEY, forget_accounts, take_out
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -258,6 +258,7 @@ def bed(rented):
             print(f"\nlaunch lambda (a new instance, nothing of the mesh on it): {time.monotonic() - started:.0f} s")
             yield root, env, (paperspace, machine), (lambda_, instances)
             take_out(rented, "gpu2", "n1", env=env)
+            forget_accounts(rented, "paperspace", "lambda")
     finally:
         for container in instances.containers.values():
             subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
