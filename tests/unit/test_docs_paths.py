@@ -66,3 +66,14 @@ def test_every_one_place_docs_architecture_names_holds_what_it_says():
     wrong = sorted(f"{path}: {name}" for path, name in held
                    if (REPO / path).is_file() and name not in (REPO / path).read_text())  # fmt: skip
     assert wrong == [], f"docs/architecture.md says these files hold names they do not: {wrong}"
+
+
+def test_the_playbooks_that_start_with_validate_yml_are_the_ones_docs_architecture_names():
+    """docs/architecture.md says which playbooks check the inventory first: the ones that change
+    nodes. The playbooks say it too."""
+    starting = sorted(path.name for path in (REPO / "playbooks").glob("*.yml")
+                      if "import_playbook: validate.yml" in path.read_text())  # fmt: skip
+    assert starting == ["remove_node.yml", "rotate_authkey.yml", "rotate_munge_key.yml", "site.yml"]
+    text = " ".join((REPO / "docs" / "architecture.md").read_text().split())
+    assert "start with `validate.yml` (the inventory checked first): " + ", ".join(
+        starting[-1:] + starting[:-1]) + "." in text  # fmt: skip
