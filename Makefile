@@ -23,17 +23,14 @@ demo: venv engine cache
 	@$(T) cluster scripts/demo.sh
 
 ## test: lint, unit tests, end-to-end tests and every molecule scenario
-# The checks (lint, sanity, unit tests) run beside the two lanes, at a low priority
-# (scripts/low-priority): the lanes leave about an eighth of the two cores idle while they wait on
-# daemons and timers (docs/testing.md), and the checks, 90 s of both cores on their own, mostly fit
-# there instead of before them. They start once the lanes leave the cores idle (scripts/when_idle.py:
-# 15 % idle over the last 3 minutes, not before CHECKS_AFTER seconds, at the latest CHECKS_AT_MOST):
-# the lanes' first converges keep both cores busy for their first 15 minutes or so (runs 30-32: 0 %
-# idle but for a minute here and there), where the checks took 155-166 CPU-seconds from them even at
-# that priority (run 32 started them on such a minute, 15 % idle over 60 s at 665 s).
-# Runs of 2026-11-28: the lanes never left 15 % idle. Begun at 1800 s the checks took 322 s and
-# ended 80 s before the last lane (8313939); begun at 1500 s they took 729 s beside all three lanes
-# and ended last, 27 s after them (7d62d7f): 1800 s it stays.
+# The checks (lint, sanity, unit tests) run beside the lanes, at a low priority
+# (scripts/low-priority): the lanes leave part of the two cores idle while they wait on daemons and
+# timers (docs/testing.md), and the checks mostly fit there instead of before them. They start once
+# the lanes leave the cores idle (scripts/when_idle.py: 15 % idle over the last 3 minutes, not
+# before CHECKS_AFTER seconds, at the latest CHECKS_AT_MOST): the lanes' first converges keep both
+# cores busy for their first minutes, where the checks would take CPU from them even at that
+# priority; started later they end beside the last lane, not after it (docs/testing.md has the
+# measured runs).
 CHECKS_AFTER := 600
 CHECKS_AT_MOST := 1800
 test: venv engine cache images ready wheels collection
@@ -43,13 +40,10 @@ test: venv engine cache images ready wheels collection
 # the minutes go"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
 # Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS. Lane molecule:
-# MOLECULE_SCENARIOS. Lane providers: PROVIDERS_E2E, then LATE_E2E, then PROVIDERS_SCENARIOS
-# (none). LATE_E2E went from the molecule lane's end to the providers lane's on 2026-11-28: with
-# Molecule's runs on Mitogen for real (issue 59) the lanes ended at 1843 (providers), 2011 (e2e)
-# and 2044 + 119 s of LATE_E2E (molecule). With two lanes (until 2026-11-27, runs 33-36) both ended
-# on Slurm's power-saving timers at once (test_power_save.py, test_pod.py's stopped pod): the cores were 25-37 % idle for their
-# last ten minutes. The third lane holds those files, so their waits fall beside the other lanes'
-# work; `tailscale` went from its end to the e2e lane's after run 37 (lanes of 1680 and 1333 s).
+# MOLECULE_SCENARIOS. Lane providers: PROVIDERS_E2E (one head between them: tests/e2e/rented.py),
+# then LATE_E2E, then PROVIDERS_SCENARIOS (none). The provider files wait on Slurm's power-saving
+# timers: in a lane of their own those waits fall beside the other lanes' work (with two lanes
+# both ended on them at once, the cores a quarter idle for their last minutes).
 # tests/unit/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py

@@ -9,7 +9,7 @@ as Ansible converts: ``"yes"`` is a bool, ``"30"`` an int). A misspelt key would
 by Ansible: here it is refused with its file, line and the closest known name. A variable of the
 user's own (for their playbooks: ``rack``, ``my_site_var``) is outside every namespace and kept.
 
-What a run would refuse later is refused here, with the same code (issue 60): the elements and
+What a run would refuse later is refused here, with the same code: the elements and
 suboptions of a list or dict, by Ansible's own argument-spec validator (what a role's
 ``meta/argument_specs.yml`` check runs); a setting with a role's own check (``VALUE_CHECKS``: the
 job users' list, an idle time) by that check's plain function; and a key that is another tool's word
@@ -35,7 +35,7 @@ OWN = ("idle_stop", "idle_terminate", "mesh_tailscale", "meshctl_vault_id", "mes
 NEAR = 0.85  # how alike a name must be to a known one to be taken for a misspelling of it
 # Settings a role renamed (old name: new name), said as such: a close match would guess wrong.
 RENAMED = {
-    "slurm_package_cache_dir": "slurm_build_cache_dir",  # the Slurm roles' split (issue 40)
+    "slurm_package_cache_dir": "slurm_build_cache_dir",  # when the Slurm roles were split
     "slurm_source_suites": "slurm_build_source_suites",
     "slurm_drain_force": "slurm_controller_drain_force",
     "slurm_drain_timeout": "slurm_controller_drain_timeout",
