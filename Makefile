@@ -46,7 +46,7 @@ test: venv engine cache images ready wheels collection
 # both ended on them at once, the cores a quarter idle for their last minutes).
 # tests/unit/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
-PROVIDERS_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py
+PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py tests/e2e/test_pod.py
 E2E_SCENARIOS := tailscale
 MOLECULE_SCENARIOS := default debian13
 PROVIDERS_SCENARIOS :=

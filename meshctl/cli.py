@@ -32,6 +32,7 @@ COMMANDS = {
     "usage": "usage",
     "check": "check",
     "autostop": "autostop",
+    "burst": "burst",
     "doctor": "doctor",
     "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)
 }

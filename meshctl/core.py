@@ -26,6 +26,7 @@ from ansible_collections.meshctl.mesh.plugins.filter import (  # noqa: E402 (aft
     tailscale_status,
 )
 from ansible_collections.meshctl.mesh.plugins.module_utils import (  # noqa: E402
+    mesh_burst,
     mesh_cloud,
     mesh_hw,
     mesh_slurm,
@@ -34,6 +35,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils import (  # noqa: E40
 
 __all__ = [
     "job_users",
+    "mesh_burst",
     "mesh_cloud",
     "mesh_hw",
     "mesh_slurm",

@@ -24,7 +24,7 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from meshctl import cloud, hostkeys, resources, ssh
+from meshctl import cloud, core, hostkeys, resources, ssh
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
 
@@ -97,13 +97,23 @@ def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
     """What role relaunch needs to give the head its relaunch service: empty without a node the
     head may launch again, and on the head's own copy (its meshctl hands nothing on)."""
     wanted = relaunchable(nodes)
-    if not wanted or mesh_vars.get("meshctl_head_copy"):
+    pooled = core.mesh_burst.pool_nodes(mesh_vars.get("burst_pools") if isinstance(mesh_vars.get("burst_pools"),
+                                                                                  list) else [])  # fmt: skip
+    if not (wanted or pooled) or mesh_vars.get("meshctl_head_copy"):
         return {}
     keys = {}
     for node in wanted:
         public = Path(f"{node.ssh_key}.pub") if node.ssh_key else None
         if public and public.is_file():
             keys[node.name] = public.read_text(encoding="utf-8").strip()
+    # A pool's machine is reached from here with the key that reaches the head, until it is a node.
+    head = next((n for n in nodes if "head" in n.roles), None)
+    head_public = Path(f"{head.ssh_key}.pub") if head is not None and head.ssh_key else None
+    for name in pooled:
+        node = next((n for n in nodes if n.name == name), None)
+        public = Path(f"{node.ssh_key}.pub") if node is not None and node.ssh_key else head_public
+        if name not in keys and public and public.is_file():
+            keys[name] = public.read_text(encoding="utf-8").strip()
     return {"relaunch_code": str(code_archive()), "relaunch_requirements": requirements(), "relaunch_keys": keys}
 
 

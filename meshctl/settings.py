@@ -31,7 +31,15 @@ import yaml
 from meshctl import core, resources
 
 # Keys meshctl itself reads or writes that no role declares.
-OWN = ("idle_stop", "idle_terminate", "mesh_tailscale", "meshctl_vault_id", "meshctl_head_copy")
+OWN = (
+    "idle_stop",
+    "idle_terminate",
+    "mesh_tailscale",
+    "meshctl_vault_id",
+    "meshctl_head_copy",
+    "burst_pools",
+    "burst_max_spend",
+)
 NEAR = 0.85  # how alike a name must be to a known one to be taken for a misspelling of it
 # Settings a role renamed (old name: new name), said as such: a close match would guess wrong.
 RENAMED = {
@@ -307,8 +315,22 @@ def _head_jobs(value, _scope) -> list[str]:
     return []
 
 
+def _pools(value, _scope) -> list[str]:
+    return core.mesh_burst.pools_problems(value, core.mesh_cloud.PROVIDERS)
+
+
+def _max_spend(value, _scope) -> list[str]:
+    try:
+        core.mesh_burst.max_spend(value)
+    except core.mesh_burst.BurstError as exc:
+        return [str(exc)]
+    return []
+
+
 # A setting with a check of its own in a role or in meshctl: the same plain function, here first.
 VALUE_CHECKS = {
+    "burst_pools": (_pools, "`meshctl burst add` writes each pool; `meshctl burst remove NAME` takes one out"),
+    "burst_max_spend": (_max_spend, "write dollars an hour, e.g. burst_max_spend: 10"),
     "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
     "mesh_idle_stop_by_provider": (_by_provider, "give each provider an idle time: {paperspace: 30m}"),
     "job_users_list": (_job_users, "write each user as {name: alice, uid: 2001} (roles/job_users/README.md)"),

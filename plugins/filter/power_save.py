@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_burst
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import PROVIDERS, capabilities
 
 PART = re.compile(r"(\d+)\s*([a-z]*)\s*")
@@ -59,9 +60,13 @@ def duration_seconds(value):
     return seconds
 
 
-def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".meshctl"):
+def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".meshctl", pools=None):
     """The nodes to stop when idle: ``{name: {"instance", "provider", "id", "idle_stop"}}`` (and
     ``start_command`` for a pod), and the ones that asked but cannot be: ``{name: why}``.
+
+    Every node of a burst pool (POOLS: ``burst_pools``) is in the plan, whether the mesh holds its
+    machine now or not: ``{"pool", "idle_stop", "instance", "provider", "id"}`` (the last three as
+    recorded, or empty); Slurm resumes it by renting a machine and terminates that when idle.
 
     ``nodes``: ``{name: hostvars}`` (``meshctl_roles``, ``mesh_provider``, ``meshctl_instance``,
     ``idle_stop``, ``idle_terminate``, ``mesh_pod``, ``mesh_pod_volume``); ``by_provider``: ``{provider: duration}``
@@ -69,7 +74,15 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
     ``mesh_pod_volume`` (for pods that set none) and ``mesh_pod_keep``.
     """
     plan, refused = {}, {}
+    members = mesh_burst.pool_nodes(pools)
+    for name, pool in sorted(members.items()):
+        instance = str(((nodes or {}).get(name) or {}).get("meshctl_instance") or "")
+        kind, _, instance_id = instance.partition(":")
+        plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": int(pool["idle"]),
+                      "pool": pool["name"]}  # fmt: skip
     for name, hv in sorted((nodes or {}).items()):
+        if name in members:
+            continue
         provider = hv.get("mesh_provider", "generic")
         volume = str(hv.get("mesh_pod_volume", pod_volume) or "").rstrip("/")
         asked = hv["idle_stop"] if "idle_stop" in hv else (by_provider or {}).get(provider)

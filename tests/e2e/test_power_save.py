@@ -40,7 +40,6 @@ before it, which a VM never does. That is the VM's boot, emulated; nothing of me
 """
 
 import hashlib
-import itertools
 import json
 import shlex
 import subprocess
@@ -53,7 +52,19 @@ import yaml
 from meshctl.localmesh import nodes, ready
 from tests.cloud_standin import KEY, DockerBackend, Standin
 from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
-from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, NAME, SPEC, SUITE, TS_KEY, forget_accounts, take_out
+from tests.e2e.rented import (
+    FRESH_BOOT,
+    GATEWAY,
+    HEAD_CONTAINER,
+    JOB_USER,
+    NAME,
+    SPEC,
+    SUITE,
+    TS_KEY,
+    Instances,
+    forget_accounts,
+    take_out,
+)
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
@@ -61,67 +72,6 @@ pytestmark = pytest.mark.e2e
 N1 = "100.100.70.11"  # on the rented machines' network (tests/e2e/rented.py: SPEC, the head, GATEWAY)
 IDLE = 60  # seconds: each rented node's idle_stop
 LAUNCHED = "power-i"  # the prefix of the containers Lambda's stand-in launches
-
-# The boot clock: /usr/sbin/slurmd becomes this program, which starts the real slurmd (REAL) 3 s
-# after it starts, in a time namespace whose boot time is that moment, and hands it the signals
-# systemd sends (TERM to stop, HUP to reload): slurmd's unit stops only its main process
-# (KillMode=process), and `unshare --fork`, which the first version used, blocks TERM while it
-# waits for its child, so every restart of slurmd took systemd's 90 s stop timeout.
-BOOT_CLOCK = r"""#!/usr/bin/python3
-import ctypes, os, signal, sys, time
-REAL = "@REAL@"
-time.sleep(3)
-with open("/proc/uptime") as handle:
-    uptime = int(float(handle.read().split()[0]))
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.unshare(0x80) != 0:  # CLONE_NEWTIME: the children made from here on are in a new one
-    sys.exit("unshare(CLONE_NEWTIME): " + os.strerror(ctypes.get_errno()))
-with open("/proc/self/timens_offsets", "w") as handle:
-    handle.write(f"7 -{uptime} 0\n")  # CLOCK_BOOTTIME: the children booted now
-child = os.fork()
-if child == 0:
-    os.execv(REAL, [REAL, *sys.argv[1:]])
-for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
-    signal.signal(number, lambda got, _frame: os.kill(child, got))
-while True:
-    try:
-        _pid, status = os.waitpid(child, 0)
-        break
-    except InterruptedError:
-        continue
-if os.WIFSIGNALED(status):  # ended by a signal: so does this, as systemd expects of its main process
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-    os.kill(os.getpid(), os.WTERMSIG(status))
-sys.exit(os.WEXITSTATUS(status))
-"""
-
-
-def boot_clock(real: str) -> str:
-    """A shell script that lays the boot clock at /usr/sbin/slurmd, starting REAL."""
-    program = BOOT_CLOCK.replace("@REAL@", real)
-    return f"cat > /usr/sbin/slurmd <<'BOOT_CLOCK'\n{program}BOOT_CLOCK\nchmod 755 /usr/sbin/slurmd\n"
-
-
-# On n1: slurmd (whatever command line meshctl's unit gives it) runs under the boot clock. The real
-# binary keeps its name, in another folder.
-FRESH_BOOT = (
-    "set -e\nmkdir -p /usr/local/libexec/real\n"
-    "[ -e /usr/local/libexec/real/slurmd ] || mv /usr/sbin/slurmd /usr/local/libexec/real/slurmd\n"
-    + boot_clock("/usr/local/libexec/real/slurmd")
-    + "systemctl restart slurmd\n"
-)
-
-# A new Lambda instance: Lambda's user with sudo, and slurmd under the boot clock. From the ready
-# image (slurmd installed, nothing of the mesh: issue 59) as on n1; from the bare one (Debian 13's
-# bed), where Debian's package installs it later as /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is
-# an alternative for, the clock is laid at /usr/sbin/slurmd first (update-alternatives leaves it).
-VM_USER = (
-    "set -e\nid ubuntu >/dev/null 2>&1 || useradd -m -s /bin/bash ubuntu\n"
-    "echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users\n"
-    "chmod 440 /etc/sudoers.d/90-cloud-init-users\n"
-)
-VM = {"bare": VM_USER + boot_clock("/usr/sbin/slurmd-wlm"),
-      "ready": VM_USER + FRESH_BOOT.removesuffix("systemctl restart slurmd\n")}  # fmt: skip
 
 
 def meshctl(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -164,33 +114,6 @@ def held_on(nodes: dict) -> list[tuple[str, int, int]]:
     return [(r[0], int(r[1]), int(r[2].split("cpu=")[1].split(",")[0])) for r in rows if r[0] in nodes]
 
 
-class Instances(DockerBackend):
-    """Lambda's instances as Docker nodes: a launch is a new container at the next address."""
-
-    def __init__(self):
-        super().__init__(create=self.make)
-        self.addresses = (f"100.100.70.{n}" for n in itertools.count(21))
-
-    def make(self, machine) -> str:
-        name, ip = f"{LAUNCHED}{machine.id[-4:]}", next(self.addresses)
-        # A new instance: nothing of the mesh on it; the packages the roles install already there
-        # when the ready image is (the bed's other nodes start from it too).
-        image = ready.bed_image(SUITE)
-        args = nodes.run_args(nodes.Node(name, ip), image, SPEC.network)
-        subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
-        assert nodes.wait_running(name) in ("running", "degraded")
-        vm = VM["ready" if image == ready.ready_tag(SUITE) else "bare"]
-        subprocess.run(["docker", "exec", "-i", name, "bash"], input=vm, text=True, check=True)
-        install_standin(name, [TS_KEY])  # the mesh runs over Tailscale (the stand-in)
-        for key in machine.public_keys:
-            nodes.authorize(name, key, user="ubuntu")
-        machine.ip = ip
-        return name
-
-    def gone(self) -> list[str]:
-        return [i for i, m in self.machines.items() if m.state == "terminated"]
-
-
 def diagnosis(node: str, job: str | None = None) -> str:
     """What the head and the node say, for a failed assertion: which daemon waited for what."""
     parts = {
@@ -228,7 +151,7 @@ def bed(rented):
     subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=False)
     args = nodes.run_args(nodes.Node("power-n1", N1), ready.bed_image(SUITE), SPEC.network)
     subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
-    machines, instances = DockerBackend(), Instances()
+    machines, instances = DockerBackend(), Instances(LAUNCHED, 21)
     env = {}
     try:
         assert nodes.wait_running("power-n1") in ("running", "degraded")

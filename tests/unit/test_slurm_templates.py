@@ -29,8 +29,10 @@ def environment(**options) -> jinja2.Environment:
     """Jinja as Ansible's template module sets it up here: the roles' templates, and this
     collection's filters they call (plugins/filter/slurm_nodes.py)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), **options)
-    for name, function in resources.plugin("filter.slurm_nodes").FilterModule().filters().items():
-        env.filters[f"meshctl.mesh.{name}"] = function
+    for plugin in ("filter.slurm_nodes", "filter.burst"):
+        for name, function in resources.plugin(plugin).FilterModule().filters().items():
+            env.filters[f"meshctl.mesh.{name}"] = function
+    env.filters["bool"] = lambda value: value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
     return env
 
 
@@ -45,6 +47,10 @@ def render():
     env.filters["quote"] = lambda text: shlex.quote(str(text))  # Ansible's quote
 
     def _render(name, **variables):
+        variables.setdefault("mesh_burst_pools", [])
+        variables.setdefault("mesh_burst_nodes", [])
+        variables.setdefault("slurm_node_registers_dynamic", variables.get("slurm_membership_used") == "dynamic"
+                             and variables.get("inventory_hostname") not in variables["mesh_burst_nodes"])  # fmt: skip
         text = env.get_template(name).render(ansible_managed="Ansible managed", **variables)
         return [line for line in text.splitlines() if line and not line.startswith("#")]
 
@@ -287,7 +293,7 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
     script = env.get_template("slurmd_start.sh.j2").render(
         ansible_managed="Ansible managed", inventory_hostname="ps-a6000", mesh_provider="paperspace", mesh_hw=hw,
         mesh_pod=False, mesh_power_plan={"nodes": {}}, slurm_membership_used=membership,
-        slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
+        slurm_node_registers_dynamic=membership == "dynamic", slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
         slurm_feature_gpu="gpu", slurm_power_feature="meshctl_on", slurm_spool_dir=str(spool),
         slurm_feature_controller="meshctl_controller", slurm_jobless_nodes=[],
         slurm_degraded_conf_dir=str(degraded), slurm_client_conf_link=str(tmp_path / "run" / "slurm" / "conf"),

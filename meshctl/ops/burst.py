@@ -1,0 +1,351 @@
+"""Burst pools: a queued job that fits no node rents the cheapest machine that fits, and gives it back.
+
+``meshctl burst add NAME --gpu TYPE:N --max-nodes K --max-price USD`` records a pool in ``mesh.yml``
+(``burst_pools``; ``pool_record`` sizes its nodes from the offers); the next run declares its K
+nodes ``NAME-1..K`` to Slurm as cloud nodes (module_utils/mesh_burst.py). When Slurm resumes one
+for a job, the head's power program asks the head's relaunch service (root), which runs
+``rent`` here: the cheapest available offer within the pool's ``max_price`` and the mesh's
+``burst_max_spend``, candidates tried in order (``cloud.launch_first``), the machine named as the
+node, added as ``add-node`` adds one (preflight, then the node and the head converged), each phase
+said with its seconds. Anything that fails terminates what was created, and the command marks the
+node DOWN with the reason; a service killed midway leaves its marker (``launching/<node>``), and
+``reap`` (the service's ExecStopPost) terminates what it made. Idle for the pool's idle time, the
+power program terminates the machine (``terminate_named``) and Slurm keeps the node powered down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from meshctl import cloud, core, hostkeys, runner, ssh
+from meshctl.errors import MeshctlError, ProviderError, UsageError
+from meshctl.mesh import Mesh, atomic_write
+from meshctl.model import Node
+from meshctl.ops import add, launch
+
+LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
+RENTED = "burst"  # in the head's copy: <node>.json, the instance a pool node runs as and its $/h
+
+
+def pools(mesh_vars: dict) -> list[dict]:
+    return core.mesh_burst.check_pools(mesh_vars.get("burst_pools"), cloud.PROVIDERS)
+
+
+def pool_of(mesh_vars: dict, name: str) -> dict | None:
+    return core.mesh_burst.pool_of(name, pools(mesh_vars))
+
+
+def limit_of(mesh_vars: dict) -> float | None:
+    return core.mesh_burst.max_spend(mesh_vars.get("burst_max_spend"))
+
+
+def live_named(mesh: Mesh, mesh_vars: dict, providers: list[str], names: set[str]) -> tuple[list[dict], dict]:
+    """The instances PROVIDERS run (not gone) named as one of NAMES, and the providers that could not say."""
+    answers, problems = {}, {}
+    for provider in providers:
+        try:
+            answers[provider] = cloud.call(cloud.account(mesh, mesh_vars, provider).list)
+        except (ProviderError, UsageError) as exc:
+            problems[provider] = exc.message
+    found = [i for listed in answers.values() for i in listed
+             if i["name"] in names and i["status"] not in core.mesh_cloud.GONE]  # fmt: skip
+    return found, problems
+
+
+def read_rented(mesh: Mesh, name: str) -> dict:
+    try:
+        record = json.loads((mesh.path / RENTED / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def spend(mesh: Mesh, mesh_vars: dict, every: list[dict], configured: list[str], leave_out: str = "") -> tuple:
+    """What the pools' machines up now cost an hour together (the providers' lists are the truth;
+    each at the price the head rented it for, else its pool's max_price), and them as words."""
+    nodes = core.mesh_burst.pool_nodes(every)
+    providers = core.mesh_burst.burst_providers(every, configured)
+    found, problems = live_named(mesh, mesh_vars, providers, set(nodes) - {leave_out})
+    if problems:  # a pool machine the limit cannot see could be billing: nothing is rented blind
+        said = "; ".join(f"{p}: {m}" for p, m in problems.items())
+        raise ProviderError(f"cannot tell what the pools' machines cost now: {said}",
+                            hint="the node is offered again after the cool-down")  # fmt: skip
+    total, words = 0.0, []
+    for inst in found:
+        record = read_rented(mesh, inst["name"])
+        ref = cloud.instance_ref(inst)
+        price = record.get("price") if record.get("instance") == ref else None
+        price = float(price) if isinstance(price, (int, float)) else float(nodes[inst["name"]]["max_price"])
+        total += price
+        words.append(f"{inst['name']} ${price:.2f}/h")
+    return total, words
+
+
+def terminate_named(mesh: Mesh, mesh_vars: dict, name: str, say: Callable[[str], None]) -> list[str]:
+    """Terminate every instance the pool's providers run named NAME; returns their references."""
+    pool = pool_of(mesh_vars, name)
+    if pool is None:
+        return []
+    providers = core.mesh_burst.providers_of(pool, cloud.configured(mesh))
+    found, problems = live_named(mesh, mesh_vars, providers, {name})
+    done = []
+    for inst in found:
+        ref = cloud.instance_ref(inst)
+        cloud.terminate(mesh, mesh_vars, ref)
+        say(f"{name}: terminated {ref}")
+        done.append(ref)
+    if problems:
+        said = "; ".join(f"{p} ({m})" for p, m in problems.items())
+        raise ProviderError(f"{name}: could not ask {said} for instances named so",
+                            hint="`meshctl machines` shows them; terminate by hand")  # fmt: skip
+    return done
+
+
+def register_keys(mesh: Mesh, mesh_vars: dict, providers: list[str], public: str) -> list[str]:
+    """The head's key registered where a launch names a registered key (Lambda); its names."""
+    from meshctl.ops.relaunch import register_key
+
+    names = []
+    for provider in providers:
+        if "ssh_key_names" in cloud.capabilities(provider).launch_needs:
+            names.append(register_key(cloud.account(mesh, mesh_vars, provider), public))
+    return sorted(set(names))
+
+
+def authorize(node: Node, mesh: Mesh, authorized: Path | None) -> None:
+    """The control machine's key on the new machine, so that `meshctl` there reaches it as any node."""
+    if authorized is None or not authorized.is_file():
+        return
+    argv = ssh.ssh_argv(node.host, node.user, node.port, node.ssh_key, mesh.known_hosts)
+    done = ssh.run(argv, "umask 077; mkdir -p ~/.ssh; cat >> ~/.ssh/authorized_keys",
+                   stdin=authorized.read_text(encoding="utf-8").strip() + "\n")  # fmt: skip
+    if done.rc != 0:
+        what, todo = ssh.explain_failure(done.stderr, node.user, node.host, node.port)
+        raise UsageError(f"{node.name}: cannot reach the new machine: {what}", hint=todo)
+
+
+def setup(mesh: Mesh, nodes: list[Node], mesh_vars: dict, target: str, name: str, key_file: Path) -> None:
+    """The new machine added as ``meshctl add-node PROVIDER:ID --name NAME`` adds one: its
+    preflight, then it and the head converged."""
+    planned = add.plan_add(mesh, nodes, target, name, None, str(key_file), None, mesh_vars)
+    add.add_node(mesh, nodes, mesh_vars, planned, runner.Progress())
+
+
+def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Callable[[str], None] = print,
+         setup=setup, launch_timeout: float = cloud.LAUNCH_TIMEOUT, clock=time.monotonic) -> Node:  # fmt: skip
+    """Rent a machine for the pool node NAME and set it up; each phase said with its seconds. A
+    machine created that cannot be set up is terminated."""
+    started = clock()
+
+    def phase(what: str, since: float) -> float:
+        now = clock()
+        say(f"{name}: {what} in {now - since:.0f} s")
+        return now
+
+    with mesh.lock(f"burst {name}", wait=600):
+        nodes, mesh_vars = mesh.load()
+        pool = pool_of(mesh_vars, name)
+        if pool is None:
+            raise UsageError(f"{name} is no burst pool's node", hint="`meshctl burst list` shows the pools")
+        every, configured = pools(mesh_vars), cloud.configured(mesh)
+        providers = core.mesh_burst.providers_of(pool, configured)
+        if not providers:
+            raise UsageError(f"pool {pool['name']} has no provider account on the head",
+                             hint=f"{cloud.ADD_ACCOUNT}, then `meshctl apply`")  # fmt: skip
+        terminate_named(mesh, mesh_vars, name, say)  # a rent cut short before this one
+        running, up = spend(mesh, mesh_vars, every, configured, leave_out=name)
+        limit = limit_of(mesh_vars)
+        budget = float(pool["max_price"]) if limit is None else min(float(pool["max_price"]), limit - running)
+        if limit is not None and budget < 0.01:
+            raise ProviderError(f"burst_max_spend ${limit:.2f}/h reached: the pools' machines up cost "
+                                f"${running:.2f}/h ({', '.join(up)})", hint="the job waits; raise burst_max_spend "
+                                "or let a pool machine go idle")  # fmt: skip
+        public = Path(f"{key_file}.pub").read_text(encoding="utf-8").strip()
+        options = {}
+        key_names = register_keys(mesh, mesh_vars, providers, public)
+        if key_names:
+            options["ssh_key_names"] = key_names
+        request = launch.Request(name=name, gpu=f"{pool['gpu']}:{pool['gpus']}",
+                                 only=providers[0] if len(providers) == 1 else "any", max_price=budget,
+                                 options=options, ssh_key=str(key_file))  # fmt: skip
+        others = [n for n in nodes if n.name != name]
+        try:
+            chosen = launch.plan(mesh, others, mesh_vars, request, say=lambda line: say(f"{name}: {line}"),
+                                 warn=lambda line: say(f"{name}: {line}"))  # fmt: skip
+        except UsageError as exc:
+            spent = f"; burst_max_spend ${limit:.2f}/h, pools up ${running:.2f}/h" if limit is not None else ""
+            raise ProviderError(f"{exc.message} (pool max_price ${float(pool['max_price']):.2f}/h{spent})",
+                                hint=exc.hint) from None  # fmt: skip
+        chosen.candidates = [c for c in chosen.candidates if c[1] in providers]
+        if not chosen.candidates:
+            raise ProviderError(f"no offer of {pool['gpu']}:{pool['gpus']} at {', '.join(providers)} within "
+                                f"${budget:.2f}/h", hint="`meshctl offers` lists what there is")  # fmt: skip
+        marker = mesh.path / LAUNCHING / name
+        marker.parent.mkdir(mode=0o700, exist_ok=True)
+        atomic_write(marker, "\n", mode=0o600)
+        since = phase("offers asked", started)
+        offer, inst = cloud.launch_first(mesh, mesh_vars, chosen.candidates, name,
+                                         say=lambda line: say(f"{name}: {line}"), timeout=launch_timeout)  # fmt: skip
+        ref = cloud.instance_ref(inst)
+        price = offer.price_per_hour if offer is not None else float(pool["max_price"])
+        (mesh.path / RENTED).mkdir(mode=0o700, exist_ok=True)
+        atomic_write(mesh.path / RENTED / f"{name}.json", json.dumps(
+            {"node": name, "pool": pool["name"], "instance": ref, "price": price, "since": int(time.time())}) + "\n",
+            mode=0o600)  # fmt: skip
+        say(f"{name}: rented {ref} ({inst.get('gpu_type') or pool['gpu']}) at ${price:.2f}/h")
+        since = phase("launch (created, running)", since)
+        try:
+            cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], launch_timeout)
+            since = phase("boot (SSH answers)", since)
+            probe = Node(name, inst["ssh_host"], inst["ssh_user"] or "root", int(inst["ssh_port"]), str(key_file))
+            hostkeys.forget(mesh.known_hosts, probe.host, probe.port)
+            authorize(probe, mesh, authorized)
+            from meshctl import headcopy
+
+            setup(mesh, others, mesh_vars, ref, name, key_file)
+            nodes, mesh_vars = mesh.load()
+            node = next(n for n in nodes if n.name == name)
+            headcopy.write_record(mesh, name, ref, node.host, node.port)
+            phase("setup (add-node: preflight, converge)", since)
+        except (MeshctlError, StopIteration) as exc:
+            error = exc if isinstance(exc, MeshctlError) else ProviderError(f"{name} was not recorded after its setup")
+            try:
+                cloud.terminate(mesh, mesh_vars, ref)
+                error.hint = (error.hint + "; " if error.hint else "") + f"the new machine {ref} was terminated"
+            except MeshctlError as gone:
+                error.hint = (error.hint + "; " if error.hint else "") + f"terminate {ref} by hand: {gone}"
+            raise error from None
+        finally:
+            marker.unlink(missing_ok=True)
+    say(f"{name}: ready {clock() - started:.0f} s after the request; its slurmd registers by itself")
+    return node
+
+
+def reap(mesh: Mesh, say: Callable[[str], None] = print) -> list[str]:
+    """What a rent cut short left (its marker): every instance named as the node terminated; returns
+    the nodes reaped (the caller marks them DOWN)."""
+    folder = mesh.path / LAUNCHING
+    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if not names:
+        return []
+    _nodes, mesh_vars = mesh.load()
+    for name in names:
+        try:
+            terminate_named(mesh, mesh_vars, name, say)
+        finally:
+            (folder / name).unlink(missing_ok=True)
+    return names
+
+
+def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int, max_price: float,
+                providers: list[str], idle: int, cpus: int | None, memory_gb: float | None,
+                say: Callable[[str], None]) -> dict:  # fmt: skip
+    """A pool as ``burst_pools`` holds it, checked, with what each offer it may rent must have."""
+    wanted, count = cloud.parse_gpu(gpu)
+    chosen = sorted(set(providers)) if providers and "any" not in providers else ["any"]
+    configured = cloud.configured(mesh)
+    missing = [p for p in chosen if p != "any" and p not in configured]
+    if missing or not configured:
+        which = missing[0] if missing else "|".join(cloud.PROVIDERS)
+        raise UsageError(f"the mesh has no {which} account to rent from",
+                         hint=f"`meshctl provider add {which} --key-file FILE` first")  # fmt: skip
+    record = {"name": name, "gpu": wanted, "gpus": count or 1, "max_nodes": max_nodes, "max_price": max_price,
+              "providers": chosen, "idle": idle, "cpus": cpus or 1,
+              "memory_mb": int((memory_gb or 1) * 1024)}  # fmt: skip
+    problems = core.mesh_burst.pool_problems(record, cloud.PROVIDERS)
+    if problems:
+        raise UsageError("; ".join(problems), hint="`meshctl burst add --help` says what each option takes")
+    if any(p.get("name") == name for p in pools(mesh_vars)):
+        raise UsageError(f"a pool named {name} is already declared", hint=f"`meshctl burst remove {name}` first")
+    taken = {n.name for n in mesh.load()[0]} & set(core.mesh_burst.node_names(record))
+    if taken:
+        raise UsageError(f"pool {name}'s nodes would be named as nodes of the mesh: {', '.join(sorted(taken))}",
+                         hint="pick another pool name")  # fmt: skip
+    rows, problems = cloud.offers(mesh, mesh_vars, wanted, count or 1, chosen[0] if len(chosen) == 1 and
+                                  chosen[0] != "any" else None)  # fmt: skip
+    for where, said in problems.items():
+        say(f"{where} could not be asked: {said}")
+    fit = [o for o in rows if o.price_per_hour <= max_price and ("any" in chosen or o.provider in chosen)]
+    if not fit:
+        cheapest = min((o.price_per_hour for o in rows), default=None)
+        raise UsageError(f"no offer of {gpu} at most ${max_price:.2f}/h" + (
+            f"; the cheapest is ${cheapest:.2f}/h" if cheapest is not None else ""),
+            hint=f"`meshctl offers --gpu {gpu} --all` lists what there is; raise --max-price")  # fmt: skip
+    say(f"pool {name}: {len(fit)} offer(s) of {gpu} within ${max_price:.2f}/h now, from "
+        f"${fit[0].price_per_hour:.2f}/h ({fit[0].provider} {fit[0].type})")  # fmt: skip
+    return record
+
+
+def converge_head(mesh: Mesh, nodes: list[Node], mesh_vars: dict, verbosity: int = 0) -> None:
+    """The head converged: slurm.conf declares the pools' nodes, the power program and the relaunch
+    service know them."""
+    from meshctl.model import head_of
+    from meshctl.ops import apply
+
+    apply.apply(mesh, nodes, mesh_vars, runner.Progress(), head_of(nodes).name, verbosity=verbosity)
+
+
+def add_pool(mesh: Mesh, record_of: Callable[[list[Node], dict], dict], wait: float = 0.0, verbosity: int = 0,
+             converge=converge_head) -> dict:  # fmt: skip
+    """The pool RECORD_OF(nodes, mesh_vars) makes added to mesh.yml and the head converged; a converge
+    that fails leaves mesh.yml as it was."""
+    with mesh.lock("burst add", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        record = record_of(nodes, mesh_vars)
+        before = mesh_vars.get("burst_pools")
+        mesh_vars["burst_pools"] = [*pools(mesh_vars), record]
+        mesh.save(nodes, mesh_vars)
+        try:
+            converge(mesh, nodes, mesh_vars, verbosity)
+        except BaseException:
+            _put_back(mesh_vars, before)
+            mesh.save(nodes, mesh_vars)
+            raise
+    return record
+
+
+def _put_back(mesh_vars: dict, before) -> None:
+    if before is None:
+        mesh_vars.pop("burst_pools", None)
+    else:
+        mesh_vars["burst_pools"] = before
+
+
+def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float = 0.0, verbosity: int = 0,
+                converge=converge_head) -> list[str]:  # fmt: skip
+    """Pool NAME out: every machine it holds terminated (their jobs end), its nodes out of mesh.yml
+    and of Slurm (the head converged). Returns the machines terminated."""
+    with mesh.lock(f"burst remove {name}", wait=wait):
+        nodes, mesh_vars = mesh.load()
+        every = pools(mesh_vars)
+        pool = next((p for p in every if p["name"] == name), None)
+        if pool is None:
+            known = ", ".join(p["name"] for p in every) or "none"
+            raise UsageError(f"no burst pool named {name} (pools: {known})", hint="`meshctl burst list` shows them")
+        members = set(core.mesh_burst.node_names(pool))
+        done = []
+        for node in sorted(members):
+            done += terminate_named(mesh, mesh_vars, node, say)
+        kept = [n for n in nodes if n.name not in members]
+        for node in (n for n in nodes if n.name in members):
+            hostkeys.forget(mesh.known_hosts, node.host, node.port)
+        mesh_vars["burst_pools"] = [p for p in every if p["name"] != name]
+        if not mesh_vars["burst_pools"]:
+            mesh_vars.pop("burst_pools")
+        mesh.save(kept, mesh_vars)
+        converge(mesh, kept, mesh_vars, verbosity)
+    return done
+
+
+def retry_later(name: str, seconds: int, run=None) -> None:
+    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer: a
+    job still waiting for it resumes it, and the head tries again)."""
+    import subprocess
+
+    run = run or subprocess.run
+    run(["systemd-run", f"--unit=meshctl-burst-retry-{name}", f"--on-active={max(1, int(seconds))}",
+         "--timer-property=AccuracySec=1s", "--collect", "scontrol", "update", f"nodename={name}", "state=resume"],
+        capture_output=True, check=False)  # fmt: skip

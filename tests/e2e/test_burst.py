@@ -1,0 +1,213 @@
+"""Burst pools on real daemons: a queued job that fits no node rents the cheapest machine that fits.
+
+The rented machines' head (tests/e2e/rented.py: Debian 12, Slurm 22.05, the mesh over the
+Tailscale stand-in, job user alice) and Lambda's stand-in (tests/cloud_standin.py), whose launches
+are new Docker nodes from the ready image with nothing of the mesh on them and two simulated GPUs
+(molecule/resources/simulate-gpus), as a Lambda VM with GPUs comes. `meshctl burst add h100 --gpu
+H100:1 --max-nodes 2 --max-price 3.5 --idle 60s` declares Slurm cloud nodes h100-1 and h100-2;
+a job asking `--gres=gpu:h100:1`, which no node has, makes Slurm resume one: the head's power
+program asks its relaunch service, which rents the cheapest H100 offer that can be had (the
+cheapest refuses: no capacity), sets the machine up from nothing and the job runs there; idle for
+a minute, the machine is terminated and the node is powered down again. burst_max_spend reached
+leaves the job queued and the node DOWN with the reason, offered again after the cool-down; a rent
+killed midway leaves no machine.
+
+A launched container's slurmd runs under the boot clock (rented.py: Slurm waits for a resumed node
+to have booted after it asked).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.cloud_standin import KEY, Standin
+from tests.e2e import on_container, slurm_job_state, wait_for
+from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, Instances, forget_accounts
+
+pytestmark = pytest.mark.e2e
+
+LAUNCHED = "burst-i"  # the prefix of the containers Lambda's stand-in launches here
+IDLE = 60
+COOLDOWN = 30
+CHEAPEST, NEXT = "gpu_1x_h100_pcie", "gpu_1x_h100_sxm5"
+
+
+def on_head(command: str) -> str:
+    return on_container(HEAD_CONTAINER, command)
+
+
+def as_user(command: str) -> str:
+    return on_head(f"cd /tmp && runuser -u {JOB_USER} -- {command}")
+
+
+def node_state(name: str) -> str:
+    return on_head(f"sinfo --noheader --Node --nodes={name} --format=%T | head -n 1")
+
+
+def reason(name: str) -> str:
+    return on_head(f"scontrol show node {name} | grep -o 'Reason=.*' || true")
+
+
+def journal(since: int = 0) -> str:
+    return on_head(f"journalctl -u meshctl-relaunch --no-pager -o cat | tail -n +{since + 1}")
+
+
+def journal_lines() -> int:
+    return int(on_head("journalctl -u meshctl-relaunch --no-pager -o cat | wc -l") or 0)
+
+
+def diagnosis(job: str | None = None) -> str:
+    parts = {
+        "job": on_head(f"scontrol show job {job}") if job else "",
+        "nodes": on_head("scontrol show node h100-1 h100-2"),
+        "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
+        "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 30"),
+        "relaunch service": on_head("journalctl --no-pager -u meshctl-relaunch -n 80"),
+    }
+    return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
+
+
+def live(instances) -> list:
+    return [m for m in instances.machines.values() if m.state not in ("terminated",)]
+
+
+@pytest.fixture(scope="module")
+def bed(rented):
+    instances = Instances(LAUNCHED, 41, gpus=True)
+    stale = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=^{LAUNCHED}"], capture_output=True, text=True,
+                           check=False).stdout.split()  # fmt: skip
+    if stale:
+        subprocess.run(["docker", "rm", "-f", "-v", *stale], capture_output=True, check=False)
+    try:
+        with Standin("lambda", instances, bind=GATEWAY) as lambda_:
+            lambda_.instance_types = {
+                CHEAPEST: ("NVIDIA H100 (80 GB PCIe)", 1, 249, ["us-east-1"]),
+                NEXT: ("NVIDIA H100 (80 GB SXM5)", 1, 329, ["us-east-1"]),
+                "gpu_1x_a10": ("NVIDIA A10 (24 GB PCIe)", 1, 75, ["us-east-1"]),
+            }
+            env = {"MESHCTL_LAMBDA_API_URL": lambda_.url}
+            key_file = rented.root / "lambda.key"
+            key_file.write_text(KEY + "\n")
+            key_file.chmod(0o600)
+            stored = rented.meshctl("provider", "add", "lambda", "--key-file", str(key_file), env=env)
+            assert stored.returncode == 0, stored.stdout + stored.stderr
+            with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
+                handle.write(f"mesh_burst_cooldown: {COOLDOWN}\n")
+            yield rented, env, lambda_, instances
+            removed = rented.meshctl("burst", "remove", "h100", env=env)
+            assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
+            forget_accounts(rented, "lambda")
+    finally:
+        for container in instances.containers.values():
+            subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
+
+
+def test_a_pool_is_declared_as_slurm_cloud_nodes_after_every_other_node(bed):
+    rented, env, _lambda, _instances = bed
+    added = rented.meshctl("burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "2", "--max-price", "3.5",
+                           "--idle", f"{IDLE}s", env=env)  # fmt: skip
+    assert added.returncode == 0, added.stdout[-4000:] + added.stderr
+    assert "pool h100: Slurm nodes h100-[1-2] (partition h100)" in added.stdout, added.stdout[-2000:]
+    assert KEY not in added.stdout + added.stderr
+    pools = yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["vars"]["burst_pools"]
+    assert pools[0]["name"] == "h100" and pools[0]["max_price"] == 3.5 and pools[0]["idle"] == IDLE
+    listed = rented.meshctl("burst", "list", env=env)
+    assert "h100-[1-2]" in listed.stdout and "gpu:h100:1" in listed.stdout, listed.stdout
+    for name in ("h100-1", "h100-2"):
+        shown = on_head(f"scontrol show node {name}")
+        assert "Gres=gpu:h100:1" in shown and "Weight=1000" in shown, shown
+        assert "CLOUD" in shown and "POWERED_DOWN" in shown, shown
+        assert node_state(name) == "idle~", node_state(name)
+    partitions = on_head("sinfo --noheader --Node --nodes=h100-1 --format=%P")
+    assert "h100" in partitions.split() and "main*" in partitions.split(), partitions
+    assert on_head("systemctl is-active meshctl-relaunch.path") == "active"
+    # Refused before anything changes: a pool name taken, a GPU no offer has within the price.
+    again = rented.meshctl("burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "9", env=env)
+    assert again.returncode != 0 and "already declared" in again.stderr, again.stderr
+    dear = rented.meshctl("burst", "add", "cheap", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "1", env=env)
+    assert dear.returncode != 0 and "the cheapest is $2.49/h" in dear.stderr, dear.stderr
+    assert len(yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["vars"]["burst_pools"]) == 1
+
+
+def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed):
+    rented, env, lambda_, instances = bed
+    lambda_.refuse({"instance_type_name": CHEAPEST}, "capacity")
+    seen = journal_lines()
+    submitted = time.monotonic()
+    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap 'hostname; sleep 5'")
+    assert job.isdigit(), job
+    began = wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) in ("RUNNING", "COMPLETING", "COMPLETED")
+                     and time.monotonic(), 900, 2)  # fmt: skip
+    if not began:
+        why = diagnosis(job)
+        on_head(f"scancel {job}")
+        pytest.fail(f"the job never started on a pool node:\n{why}")
+    said = journal(seen)
+    node = on_head(f"squeue -h -j {job} -o %N") or on_head(f"sacct -X -n -j {job} -o NodeList%30").strip()
+    assert node in ("h100-1", "h100-2"), (node, diagnosis(job))
+    rented_now = [m for m in live(instances) if m.name == node]
+    assert len(rented_now) == 1 and rented_now[0].kind == NEXT, [(m.name, m.kind, m.state) for m in live(instances)]
+    assert f"skipped lambda ({CHEAPEST}, us-east-1) at $2.49/h" in said, said
+    assert "at $3.29/h" in said and "launch (created, running) in" in said and "setup (add-node" in said, said
+    assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 120, 2), diagnosis(job)
+    container = instances.containers[rented_now[0].id]
+    out = subprocess.run(["docker", "exec", container, "cat", f"/tmp/slurm-{job}.out"], capture_output=True,
+                         text=True, check=False).stdout  # fmt: skip
+    assert out.split()[:1] == [container], out
+    phases = [line.split(": ", 1)[1] for line in said.splitlines() if " in " in line and line.endswith(" s")]
+    print(f"\nsbatch to RUNNING on pool node {node}: {began - submitted:.0f} s ({'; '.join(phases)})")
+    record = json.loads(on_head(f"cat /var/lib/meshctl/control/burst/{node}.json"))
+    assert record["instance"] == f"lambda:{rented_now[0].id}" and record["price"] == 3.29
+
+
+def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
+    _rented, _env, _lambda, instances = bed
+    done = time.monotonic()
+    gone = lambda: not live(instances) and all(node_state(n) == "idle~" for n in ("h100-1", "h100-2"))  # noqa: E731
+    assert wait_for(gone, IDLE + 240, 5), ([(m.name, m.state) for m in live(instances)], diagnosis())
+    print(f"\nidle pool machine terminated {time.monotonic() - done:.0f} s after its job ended (idle {IDLE} s)")
+    assert "suspend h100-" in on_head("cat /var/log/slurm/meshctl-power.log")
+    assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{LAUNCHED}"], capture_output=True,
+                              text=True, check=False).stdout.split()  # fmt: skip
+
+
+def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
+    rented, env, _lambda, instances = bed
+    with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
+        handle.write("burst_max_spend: 2\n")
+    applied = rented.meshctl("apply", "--limit", "ctl", env=env)
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+    created = len(instances.machines)
+    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
+    assert wait_for(lambda: "burst_max_spend" in reason("h100-1") + reason("h100-2"), 240, 3), diagnosis(job)
+    said = reason("h100-1") + reason("h100-2")
+    assert "meshctl: the head could not rent a machine for it" in said and "$2.00/h" in said, said
+    assert len(instances.machines) == created  # nothing rented
+    assert on_head(f"squeue -h -j {job} -o %T") == "PENDING", diagnosis(job)
+    print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r'"))
+    on_head(f"scancel {job}")
+    # After the cool-down the node is offered to Slurm again.
+    assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5), (
+        node_state("h100-1"), node_state("h100-2"), diagnosis())  # fmt: skip
+    text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("burst_max_spend: 2\n", "")
+    (rented.mesh / "group_vars" / "all.yml").write_text(text)
+    applied = rented.meshctl("apply", "--limit", "ctl", env=env)
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+
+
+def test_a_rent_killed_midway_leaves_no_machine(bed):
+    _rented, _env, _lambda, instances = bed
+    seen = journal_lines()
+    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
+    assert wait_for(lambda: "boot (SSH answers) in" in journal(seen), 600, 2), diagnosis(job)
+    time.sleep(5)  # in the setup
+    on_head("systemctl kill -s KILL meshctl-relaunch.service")
+    on_head(f"scancel {job}")
+    assert wait_for(lambda: not live(instances), 120, 3), ([(m.name, m.state) for m in live(instances)], diagnosis())
+    assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
+    assert on_head("ls /var/lib/meshctl/control/launching") == ""
