@@ -79,7 +79,7 @@ def list_(mesh_dir) -> None:
             for p in every]  # fmt: skip
     display.table("Burst pools", ["pool", "nodes", "GPUs", "gres", "max $/h", "providers", "idle", "CPUs / memory"],
                   rows)  # fmt: skip
-    limit = burst_op.limit_of(mesh_vars)
+    limit = burst_op.limit_of(mesh, mesh_vars)
     display.echo(f"burst_max_spend: ${limit:.2f}/h for every pool machine up together" if limit is not None else
                  "burst_max_spend: not set (each pool at most max-nodes x max-price)")  # fmt: skip
 

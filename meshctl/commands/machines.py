@@ -9,6 +9,7 @@ import click
 
 from meshctl import cloud, display
 from meshctl.mesh import Mesh
+from meshctl.ops import burst
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 
@@ -22,6 +23,7 @@ def command(provider, as_json, mesh_dir) -> None:
     mesh = Mesh.find(mesh_dir)
     nodes, mesh_vars = mesh.load()
     rows, problems = cloud.machines(mesh, nodes, mesh_vars, provider)
+    rows = burst.pool_machines(rows, mesh_vars)  # a burst pool's machine is its node's, though not in mesh.yml
     total, forgotten = cloud.costing(rows)
     if as_json:
         machines = [{**dataclasses.asdict(r), "stopped_bills": cloud.capabilities(r.provider).stopped_bills

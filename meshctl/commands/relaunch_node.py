@@ -40,7 +40,9 @@ def command(spool, state, key_file, authorized, cooldown, reap, mesh_dir) -> Non
             _remove(spool / name)  # else the path unit would start the service on it again
             if NAME_RE.match(name):
                 with contextlib.suppress(OSError):
+                    burst.note_jobs(name, "the head's rent of a machine for it was cut short")
                     relaunch.mark_down(name, "the head's rent of a machine for it was cut short")
+                    burst.give_back(name)
                     burst.retry_later(name, cooldown)
         return
     failed = []
@@ -68,7 +70,9 @@ def command(spool, state, key_file, authorized, cooldown, reap, mesh_dir) -> Non
             if NAME_RE.match(name):
                 with contextlib.suppress(OSError):  # no scontrol here: said above all the same
                     if pooled:
+                        burst.note_jobs(name, f"no machine could be rented: {message}")
                         relaunch.mark_down(name, f"the head could not rent a machine for it: {message}")
+                        burst.give_back(name)
                         burst.retry_later(name, cooldown)
                     else:
                         relaunch.mark_down(name, f"the head could not launch it again: {message}")

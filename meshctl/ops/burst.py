@@ -38,8 +38,9 @@ def pool_of(mesh_vars: dict, name: str) -> dict | None:
     return core.mesh_burst.pool_of(name, pools(mesh_vars))
 
 
-def limit_of(mesh_vars: dict) -> float | None:
-    return core.mesh_burst.max_spend(mesh_vars.get("burst_max_spend"))
+def limit_of(mesh: Mesh, mesh_vars: dict) -> float | None:
+    """``burst_max_spend`` from mesh.yml's vars, else group_vars/all.yml (None: not set)."""
+    return core.mesh_burst.max_spend(mesh.setting("burst_max_spend", mesh_vars))
 
 
 def live_named(mesh: Mesh, mesh_vars: dict, providers: list[str], names: set[str]) -> tuple[list[dict], dict]:
@@ -157,7 +158,7 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
                              hint=f"{cloud.ADD_ACCOUNT}, then `meshctl apply`")  # fmt: skip
         terminate_named(mesh, mesh_vars, name, say)  # a rent cut short before this one
         running, up = spend(mesh, mesh_vars, every, configured, leave_out=name)
-        limit = limit_of(mesh_vars)
+        limit = limit_of(mesh, mesh_vars)
         budget = float(pool["max_price"]) if limit is None else min(float(pool["max_price"]), limit - running)
         if limit is not None and budget < 0.01:
             raise ProviderError(f"burst_max_spend ${limit:.2f}/h reached: the pools' machines up cost "
@@ -238,6 +239,41 @@ def reap(mesh: Mesh, say: Callable[[str], None] = print) -> list[str]:
         finally:
             (folder / name).unlink(missing_ok=True)
     return names
+
+
+def pool_machines(rows: list, mesh_vars: dict) -> list:
+    """ROWS (``cloud.machines``) with each machine a pool rented for one of its nodes marked as that
+    node's (``h100-1 (pool h100)``): the head rented it, the control machine's mesh.yml need not
+    name it."""
+    import dataclasses
+
+    members = core.mesh_burst.pool_nodes(pools(mesh_vars))
+    return [dataclasses.replace(r, node=f"{r.name} (pool {members[r.name]['name']})")
+            if r.node is None and r.name in members and r.status not in core.mesh_cloud.GONE else r
+            for r in rows]  # fmt: skip
+
+
+def pool_prices(mesh: Mesh, mesh_vars: dict, lines: list[str], known: dict, problems: dict) -> dict:
+    """``{node: (price, pool)}`` for each pool node sacct's LINES name that KNOWN prices not (its
+    machine is gone, as a pool's is when idle): what the pool would rent at today, its cheapest
+    available offer within its max price (else its max price). A provider that could not be asked
+    goes into PROBLEMS."""
+    members = core.mesh_burst.pool_nodes(pools(mesh_vars))
+    from meshctl.ops.usage import hostnames
+
+    named = {n for line in lines if len(line.split("|")) == 6 for n in hostnames(line.split("|")[2]) or []}
+    wanted = sorted(n for n in named if n in members and not known.get(n))
+    found, by_pool = {}, {}
+    for name in wanted:
+        pool = members[name]
+        if pool["name"] not in by_pool:
+            rows, said = cloud.offers(mesh, mesh_vars, pool["gpu"], int(pool["gpus"]))
+            problems.update(said)
+            chosen = core.mesh_burst.providers_of(pool, cloud.configured(mesh))
+            offer = cloud.cheapest([o for o in rows if o.provider in chosen], float(pool["max_price"]))
+            by_pool[pool["name"]] = offer.price_per_hour if offer is not None else float(pool["max_price"])
+        found[name] = (by_pool[pool["name"]], pool)
+    return found
 
 
 def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int, max_price: float,
@@ -340,12 +376,46 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
     return done
 
 
+def give_back(name: str, run=None) -> None:
+    """A pool node that could not be had, powered down again (its reason kept): Slurm would otherwise
+    hold it powering up until ResumeTimeout. The power program's suspend terminates anything under
+    its name; Slurm shows it ``down~``."""
+    import subprocess
+
+    run = run or subprocess.run
+    run(["scontrol", "update", f"nodename={name}", "state=power_down_force"], capture_output=True, check=False)
+
+
+# After the cool-down: the node idle and powered down again (``idle~``: a waiting job resumes it and
+# the head tries again), once it is done powering down, and only while its reason is still meshctl's
+# (a node an administrator set DOWN stays so).
+RETRY = """for i in $(seq 90); do
+  case "$(sinfo -h -N -n "$1" -o %T | head -n 1)" in *%) sleep 2;; *) break;; esac
+done
+scontrol show node "$1" | grep -q 'Reason=meshctl: ' && exec scontrol update nodename="$1" state=idle"""
+
+
 def retry_later(name: str, seconds: int, run=None) -> None:
-    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer: a
-    job still waiting for it resumes it, and the head tries again)."""
+    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer, RETRY)."""
     import subprocess
 
     run = run or subprocess.run
     run(["systemd-run", f"--unit=meshctl-burst-retry-{name}", f"--on-active={max(1, int(seconds))}",
-         "--timer-property=AccuracySec=1s", "--collect", "scontrol", "update", f"nodename={name}", "state=resume"],
+         "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
         capture_output=True, check=False)  # fmt: skip
+
+
+def note_jobs(name: str, reason: str, run=None) -> list[str]:
+    """The jobs waiting for the pool node NAME (allocated to it while it powered up) get REASON as
+    their comment (`squeue -o %k`, `scontrol show job`): Slurm requeues them, and its own reason
+    (BeginTime, then ReqNodeNotAvail) does not say why. Returns their ids."""
+    import subprocess
+
+    run = run or subprocess.run
+    listed = run(["squeue", "-h", "-w", name, "-t", "CONFIGURING,PENDING", "-o", "%i"], capture_output=True,
+                 text=True, check=False)  # fmt: skip
+    jobs = [j for j in (listed.stdout or "").split() if j.isdigit()] if listed.returncode == 0 else []
+    text = core.mesh_text.slurm_reason(f"meshctl: {name}: {reason}")
+    for job in jobs:
+        run(["scontrol", "update", f"jobid={job}", f"comment={text}"], capture_output=True, check=False)
+    return jobs

@@ -163,6 +163,16 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     print(f"\nsbatch to RUNNING on pool node {node}: {began - submitted:.0f} s ({'; '.join(phases)})")
     record = json.loads(on_head(f"cat /var/lib/meshctl/control/burst/{node}.json"))
     assert record["instance"] == f"lambda:{rented_now[0].id}" and record["price"] == 3.29
+    # The control machine sees it as the pool node's machine, not one billing outside the mesh.
+    shown = rented.meshctl("machines", "--json", env=env)
+    listed = json.loads(shown.stdout)
+    assert [r["node"] for r in listed["machines"] if r["name"] == node] == [f"{node} (pool h100)"], listed
+    assert listed["not_in_mesh"] == [], listed
+    # Its hours cost the job's user: at what the pool rents at today ($2.49/h, the cheapest offer).
+    used = rented.meshctl("usage", "--json", env=env)
+    assert used.returncode == 0, used.stdout[-2000:] + used.stderr
+    alice = next(u for u in json.loads(used.stdout)["users"] if u["user"] == JOB_USER)
+    assert node in alice["nodes"] and alice["gpu_hours"] > 0 and alice["cost"] > 0, alice
 
 
 def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
@@ -189,7 +199,10 @@ def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
     assert "meshctl: the head could not rent a machine for it" in said and "$2.00/h" in said, said
     assert len(instances.machines) == created  # nothing rented
     assert on_head(f"squeue -h -j {job} -o %T") == "PENDING", diagnosis(job)
-    print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r'"))
+    # Slurm requeues it (its reason BeginTime, then ReqNodeNotAvail); meshctl's why is its comment.
+    comment = on_head(f"squeue -h -j {job} -o %k")
+    assert comment.startswith("meshctl: h100-") and "burst_max_spend $2.00/h" in comment, comment
+    print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r %k'"))
     on_head(f"scancel {job}")
     # After the cool-down the node is offered to Slurm again.
     assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5), (

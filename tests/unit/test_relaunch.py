@@ -347,7 +347,8 @@ def test_the_relaunch_service_imports_only_from_its_code():
     unit = env.get_template("meshctl-relaunch.service.j2").render(
         ansible_managed="x", relaunch_dir="/var/lib/meshctl/control", relaunch_prefix="/opt/meshctl/control",
         mesh_power_providers=["lambda"], mesh_provider_api_urls={}, relaunch_spool="/var/lib/meshctl/power/relaunch",
-        mesh_power_state_dir="/var/lib/meshctl/power", relaunch_head_key="/root/.ssh/k", mesh_burst_cooldown=300, mesh_burst_nodes=[])  # fmt: skip
+        mesh_power_state_dir="/var/lib/meshctl/power", relaunch_head_key="/root/.ssh/k",
+        mesh_burst_cooldown=300, mesh_burst_nodes=[])  # fmt: skip
     lines = unit.splitlines()
     assert "WorkingDirectory=/" in lines and "Environment=PYTHONSAFEPATH=1" in lines
     assert "Environment=PYTHONPATH=/opt/meshctl/control/src" in lines

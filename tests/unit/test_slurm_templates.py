@@ -293,7 +293,8 @@ def run_start(render, mesh, tmp_path, membership, present, cached=True):
     script = env.get_template("slurmd_start.sh.j2").render(
         ansible_managed="Ansible managed", inventory_hostname="ps-a6000", mesh_provider="paperspace", mesh_hw=hw,
         mesh_pod=False, mesh_power_plan={"nodes": {}}, slurm_membership_used=membership,
-        slurm_node_registers_dynamic=membership == "dynamic", slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
+        slurm_node_registers_dynamic=membership == "dynamic",
+        slurm_controller_address="100.101.1.10", slurm_ctld_port=6817, slurm_feature_all="meshctl",
         slurm_feature_gpu="gpu", slurm_power_feature="meshctl_on", slurm_spool_dir=str(spool),
         slurm_feature_controller="meshctl_controller", slurm_jobless_nodes=[],
         slurm_degraded_conf_dir=str(degraded), slurm_client_conf_link=str(tmp_path / "run" / "slurm" / "conf"),
