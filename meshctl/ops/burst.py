@@ -253,15 +253,12 @@ def pool_machines(rows: list, mesh_vars: dict) -> list:
             for r in rows]  # fmt: skip
 
 
-def pool_prices(mesh: Mesh, mesh_vars: dict, lines: list[str], known: dict, problems: dict) -> dict:
-    """``{node: (price, pool)}`` for each pool node sacct's LINES name that KNOWN prices not (its
-    machine is gone, as a pool's is when idle): what the pool would rent at today, its cheapest
-    available offer within its max price (else its max price). A provider that could not be asked
-    goes into PROBLEMS."""
+def pool_prices(mesh: Mesh, mesh_vars: dict, named: set[str], known: dict, problems: dict) -> dict:
+    """``{node: (price, pool)}`` for each pool node of NAMED (the nodes accounting names) that KNOWN
+    prices not (its machine is gone, as a pool's is when idle): what the pool would rent at today,
+    its cheapest available offer within its max price (else its max price). A provider that could
+    not be asked goes into PROBLEMS."""
     members = core.mesh_burst.pool_nodes(pools(mesh_vars))
-    from meshctl.ops.usage import hostnames
-
-    named = {n for line in lines if len(line.split("|")) == 6 for n in hostnames(line.split("|")[2]) or []}
     wanted = sorted(n for n in named if n in members and not known.get(n))
     found, by_pool = {}, {}
     for name in wanted:

@@ -169,7 +169,8 @@ def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, unt
     gpus = {n: len([g for g in f.get("gpus", []) if g.get("file")]) for n, f in facts.items()}
     cpus = {n: int(f.get("cpus", 1) or 1) for n, f in facts.items()}
     node_prices, problems = prices.result()
-    pooled = burst.pool_prices(mesh, mesh_vars, [str(line) for line in lines], node_prices, problems)
+    named = {n for line in map(str, lines) if len(line.split("|")) == 6 for n in hostnames(line.split("|")[2]) or []}
+    pooled = burst.pool_prices(mesh, mesh_vars, named, node_prices, problems)
     for name, (price, pool) in pooled.items():  # a pool node's hours at what the pool rents at today
         node_prices[name], gpus[name], cpus[name] = price, int(pool["gpus"]), int(pool["cpus"])
     return summarize([str(line) for line in lines], gpus, cpus, node_prices), start, end, problems
