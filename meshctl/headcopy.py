@@ -24,6 +24,8 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+import netaddr
+
 from meshctl import cloud, core, hostkeys, resources, ssh
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
@@ -123,7 +125,7 @@ MAX_SPEC_BYTES = 64 * 1024
 RECORDS = "relaunched"  # in the head's copy of the mesh (root's, 0700): <node>.json per launch
 
 
-def write_record(mesh: Mesh, name: str, ref: str, host: str, port: int) -> None:
+def write_record(mesh: Mesh, name: str, ref: str, host: str, port: int, mesh_address: str | None = None) -> None:
     """The head's word that it launched REF for NAME, with the host keys it met there: the control
     machine takes an instance bearing a node's name for that node only with this record, and then
     trusts only these keys (``read_record``, ``meshctl.ops.apply.follow_moves``)."""
@@ -131,6 +133,8 @@ def write_record(mesh: Mesh, name: str, ref: str, host: str, port: int) -> None:
     folder.mkdir(mode=0o700, exist_ok=True)
     record = {"node": name, "instance": ref, "host": host, "port": port,
               "host_keys": hostkeys.keys_of(mesh.known_hosts, host, port)}  # fmt: skip
+    if mesh_address:  # a pool's machine set up by the head: the control machine has no other word of it
+        record["mesh_address"] = mesh_address
     atomic_write(folder / f"{name}.json", json.dumps(record, indent=1) + "\n", mode=0o600)
 
 
@@ -145,7 +149,9 @@ def parse_record(text: str, name: str) -> dict | None:
     keys = record.get("host_keys")
     if not isinstance(keys, list) or not keys or not all(hostkeys.is_public_key(k) for k in keys):
         return None
-    return {"instance": record["instance"], "host_keys": keys}
+    address = record.get("mesh_address")
+    valid = isinstance(address, str) and netaddr.valid_ipv4(address, flags=netaddr.INET_PTON)
+    return {"instance": record["instance"], "host_keys": keys, **({"mesh_address": address} if valid else {})}
 
 
 def read_record(mesh: Mesh, head: Node, mesh_vars: dict, name: str) -> dict | None:

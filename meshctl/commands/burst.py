@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from meshctl import burst as pooled
 from meshctl import cloud, core, display
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
@@ -69,7 +70,7 @@ def list_(mesh_dir) -> None:
     """The pools, their nodes and limits."""
     mesh = Mesh.find(mesh_dir)
     _nodes, mesh_vars = mesh.load()
-    every = burst_op.pools(mesh_vars)
+    every = pooled.pools(mesh_vars)
     if not every:
         display.echo("no burst pool: `meshctl burst add NAME --gpu H100:1 --max-nodes 2 --max-price 3`")
         return
@@ -79,7 +80,7 @@ def list_(mesh_dir) -> None:
             for p in every]  # fmt: skip
     display.table("Burst pools", ["pool", "nodes", "GPUs", "gres", "max $/h", "providers", "idle", "CPUs / memory"],
                   rows)  # fmt: skip
-    limit = burst_op.limit_of(mesh, mesh_vars)
+    limit = pooled.limit_of(mesh, mesh_vars)
     display.echo(f"burst_max_spend: ${limit:.2f}/h for every pool machine up together" if limit is not None else
                  "burst_max_spend: not set (each pool at most max-nodes x max-price)")  # fmt: skip
 

@@ -7,9 +7,8 @@ import json
 
 import click
 
-from meshctl import cloud, display
+from meshctl import burst, cloud, display
 from meshctl.mesh import Mesh
-from meshctl.ops import burst
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 

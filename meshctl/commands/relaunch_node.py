@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from meshctl import display
+from meshctl.burst import pool_of
 from meshctl.errors import MeshctlError
 from meshctl.mesh import Mesh
 from meshctl.model import NAME_RE, check_name
@@ -54,7 +55,7 @@ def command(spool, state, key_file, authorized, cooldown, reap, mesh_dir) -> Non
                 display.echo(f"{name}: FAILED: not a request (the spool holds plain files only); removed", err=True)
                 continue
             check_name(name)
-            pooled = burst.pool_of(mesh.load()[1], name) is not None
+            pooled = pool_of(mesh.load()[1], name) is not None
             if pooled:
                 burst.rent(mesh, name, key_file, authorized / f"{name}.pub" if authorized else None, say=display.echo)
                 continue

@@ -3,7 +3,7 @@ their provider moved are followed first, and nodes Slurm stopped while idle are 
 
 from __future__ import annotations
 
-from meshctl import cloud, headcopy, hostkeys, runner, session, slurm, tailnet
+from meshctl import burst, cloud, core, headcopy, hostkeys, runner, session, slurm, tailnet
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
@@ -75,12 +75,57 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
     return followed
 
 
+def follow_pools(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False,
+                 head_record=None) -> list[str]:  # fmt: skip
+    """A burst pool's machine the head rented, running now, is taken into mesh.yml as its node, only
+    with the head's record of renting that very instance (anyone who can launch in the account can
+    name one after a pool node) and with the host keys the head met on it, reached with the key
+    that reaches the head. A dry run records nothing. Returns the nodes taken."""
+    every = burst.pools(mesh_vars)
+    if check or not every or not cloud.configured(mesh):
+        return []
+    members = core.mesh_burst.pool_nodes(every)
+    missing = {name for name in members if not any(n.name == name for n in nodes)}
+    providers = core.mesh_burst.burst_providers(every, cloud.configured(mesh))
+    found, problems = burst.live_named(mesh, mesh_vars, providers, missing) if missing else ([], {})
+    for provider, why in problems.items():
+        progress.note(f"{provider}: could not ask which pool machines run ({why})")
+    head = head_of(nodes)
+    if head_record is None:
+
+        def head_record(name):
+            return headcopy.read_record(mesh, head, mesh_vars, name)
+
+    taken = []
+    for inst in sorted(found, key=lambda i: i["name"]):
+        name, ref = inst["name"], cloud.instance_ref(inst)
+        if inst["status"] != "running" or not inst["ssh_host"] or not inst["ssh_port"] or name in taken:
+            continue
+        record = head_record(name)
+        if not record or record["instance"] != ref:
+            progress.note(f"{name}: {ref} runs under pool {members[name]['name']}'s node name, but the head "
+                          "recorded no rent of it: not taken (`meshctl machines` shows it)")  # fmt: skip
+            continue
+        hostkeys.record(mesh.known_hosts, inst["ssh_host"], int(inst["ssh_port"]), record["host_keys"])
+        nodes.append(Node(name, inst["ssh_host"], inst["ssh_user"] or "root", int(inst["ssh_port"]), head.ssh_key,
+                          inst["provider"], ["compute"], "active", record.get("mesh_address"),
+                          instance=ref))  # fmt: skip
+        progress.note(f"{name}: pool {members[name]['name']}'s machine {ref} at {inst['ssh_host']}, rented by the "
+                      "head, taken into mesh.yml with the host key(s) the head met on it")  # fmt: skip
+        taken.append(name)
+    if taken:
+        mesh.save(nodes, mesh_vars)
+    return taken
+
+
 def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
     """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
 
-    Rented nodes their provider moved are recorded at their new address first (follow_moves).
-    Nodes that cannot be reached are reported (exit 'partial'); the others are converged.
+    Rented nodes their provider moved are recorded at their new address first (follow_moves), and
+    burst pools' machines the head rented taken in (follow_pools). Nodes that cannot be reached are
+    reported (exit 'partial'); the others are converged.
     """
+    follow_pools(mesh, nodes, mesh_vars, progress, check)
     follow_moves(mesh, nodes, mesh_vars, progress, check)
     targets = None
     if limit:

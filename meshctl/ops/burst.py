@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from meshctl import burst as pooled
 from meshctl import cloud, core, hostkeys, runner, ssh
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Mesh, atomic_write
@@ -28,32 +29,6 @@ from meshctl.ops import add, launch
 
 LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
 RENTED = "burst"  # in the head's copy: <node>.json, the instance a pool node runs as and its $/h
-
-
-def pools(mesh_vars: dict) -> list[dict]:
-    return core.mesh_burst.check_pools(mesh_vars.get("burst_pools"), cloud.PROVIDERS)
-
-
-def pool_of(mesh_vars: dict, name: str) -> dict | None:
-    return core.mesh_burst.pool_of(name, pools(mesh_vars))
-
-
-def limit_of(mesh: Mesh, mesh_vars: dict) -> float | None:
-    """``burst_max_spend`` from mesh.yml's vars, else group_vars/all.yml (None: not set)."""
-    return core.mesh_burst.max_spend(mesh.setting("burst_max_spend", mesh_vars))
-
-
-def live_named(mesh: Mesh, mesh_vars: dict, providers: list[str], names: set[str]) -> tuple[list[dict], dict]:
-    """The instances PROVIDERS run (not gone) named as one of NAMES, and the providers that could not say."""
-    answers, problems = {}, {}
-    for provider in providers:
-        try:
-            answers[provider] = cloud.call(cloud.account(mesh, mesh_vars, provider).list)
-        except (ProviderError, UsageError) as exc:
-            problems[provider] = exc.message
-    found = [i for listed in answers.values() for i in listed
-             if i["name"] in names and i["status"] not in core.mesh_cloud.GONE]  # fmt: skip
-    return found, problems
 
 
 def read_rented(mesh: Mesh, name: str) -> dict:
@@ -69,7 +44,7 @@ def spend(mesh: Mesh, mesh_vars: dict, every: list[dict], configured: list[str],
     each at the price the head rented it for, else its pool's max_price), and them as words."""
     nodes = core.mesh_burst.pool_nodes(every)
     providers = core.mesh_burst.burst_providers(every, configured)
-    found, problems = live_named(mesh, mesh_vars, providers, set(nodes) - {leave_out})
+    found, problems = pooled.live_named(mesh, mesh_vars, providers, set(nodes) - {leave_out})
     if problems:  # a pool machine the limit cannot see could be billing: nothing is rented blind
         said = "; ".join(f"{p}: {m}" for p, m in problems.items())
         raise ProviderError(f"cannot tell what the pools' machines cost now: {said}",
@@ -83,26 +58,6 @@ def spend(mesh: Mesh, mesh_vars: dict, every: list[dict], configured: list[str],
         total += price
         words.append(f"{inst['name']} ${price:.2f}/h")
     return total, words
-
-
-def terminate_named(mesh: Mesh, mesh_vars: dict, name: str, say: Callable[[str], None]) -> list[str]:
-    """Terminate every instance the pool's providers run named NAME; returns their references."""
-    pool = pool_of(mesh_vars, name)
-    if pool is None:
-        return []
-    providers = core.mesh_burst.providers_of(pool, cloud.configured(mesh))
-    found, problems = live_named(mesh, mesh_vars, providers, {name})
-    done = []
-    for inst in found:
-        ref = cloud.instance_ref(inst)
-        cloud.terminate(mesh, mesh_vars, ref)
-        say(f"{name}: terminated {ref}")
-        done.append(ref)
-    if problems:
-        said = "; ".join(f"{p} ({m})" for p, m in problems.items())
-        raise ProviderError(f"{name}: could not ask {said} for instances named so",
-                            hint="`meshctl machines` shows them; terminate by hand")  # fmt: skip
-    return done
 
 
 def register_keys(mesh: Mesh, mesh_vars: dict, providers: list[str], public: str) -> list[str]:
@@ -148,17 +103,17 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
 
     with mesh.lock(f"burst {name}", wait=600):
         nodes, mesh_vars = mesh.load()
-        pool = pool_of(mesh_vars, name)
+        pool = pooled.pool_of(mesh_vars, name)
         if pool is None:
             raise UsageError(f"{name} is no burst pool's node", hint="`meshctl burst list` shows the pools")
-        every, configured = pools(mesh_vars), cloud.configured(mesh)
+        every, configured = pooled.pools(mesh_vars), cloud.configured(mesh)
         providers = core.mesh_burst.providers_of(pool, configured)
         if not providers:
             raise UsageError(f"pool {pool['name']} has no provider account on the head",
                              hint=f"{cloud.ADD_ACCOUNT}, then `meshctl apply`")  # fmt: skip
-        terminate_named(mesh, mesh_vars, name, say)  # a rent cut short before this one
+        pooled.terminate_named(mesh, mesh_vars, name, say)  # a rent cut short before this one
         running, up = spend(mesh, mesh_vars, every, configured, leave_out=name)
-        limit = limit_of(mesh, mesh_vars)
+        limit = pooled.limit_of(mesh, mesh_vars)
         budget = float(pool["max_price"]) if limit is None else min(float(pool["max_price"]), limit - running)
         if limit is not None and budget < 0.01:
             raise ProviderError(f"burst_max_spend ${limit:.2f}/h reached: the pools' machines up cost "
@@ -209,7 +164,7 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
             setup(mesh, others, mesh_vars, ref, name, key_file)
             nodes, mesh_vars = mesh.load()
             node = next(n for n in nodes if n.name == name)
-            headcopy.write_record(mesh, name, ref, node.host, node.port)
+            headcopy.write_record(mesh, name, ref, node.host, node.port, node.mesh_address)
             phase("setup (add-node: preflight, converge)", since)
         except (MeshctlError, StopIteration) as exc:
             error = exc if isinstance(exc, MeshctlError) else ProviderError(f"{name} was not recorded after its setup")
@@ -235,22 +190,10 @@ def reap(mesh: Mesh, say: Callable[[str], None] = print) -> list[str]:
     _nodes, mesh_vars = mesh.load()
     for name in names:
         try:
-            terminate_named(mesh, mesh_vars, name, say)
+            pooled.terminate_named(mesh, mesh_vars, name, say)
         finally:
             (folder / name).unlink(missing_ok=True)
     return names
-
-
-def pool_machines(rows: list, mesh_vars: dict) -> list:
-    """ROWS (``cloud.machines``) with each machine a pool rented for one of its nodes marked as that
-    node's (``h100-1 (pool h100)``): the head rented it, the control machine's mesh.yml need not
-    name it."""
-    import dataclasses
-
-    members = core.mesh_burst.pool_nodes(pools(mesh_vars))
-    return [dataclasses.replace(r, node=f"{r.name} (pool {members[r.name]['name']})")
-            if r.node is None and r.name in members and r.status not in core.mesh_cloud.GONE else r
-            for r in rows]  # fmt: skip
 
 
 def pool_prices(mesh: Mesh, mesh_vars: dict, named: set[str], known: dict, problems: dict) -> dict:
@@ -258,7 +201,7 @@ def pool_prices(mesh: Mesh, mesh_vars: dict, named: set[str], known: dict, probl
     prices not (its machine is gone, as a pool's is when idle): what the pool would rent at today,
     its cheapest available offer within its max price (else its max price). A provider that could
     not be asked goes into PROBLEMS."""
-    members = core.mesh_burst.pool_nodes(pools(mesh_vars))
+    members = core.mesh_burst.pool_nodes(pooled.pools(mesh_vars))
     wanted = sorted(n for n in named if n in members and not known.get(n))
     found, by_pool = {}, {}
     for name in wanted:
@@ -291,7 +234,7 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
     problems = core.mesh_burst.pool_problems(record, cloud.PROVIDERS)
     if problems:
         raise UsageError("; ".join(problems), hint="`meshctl burst add --help` says what each option takes")
-    if any(p.get("name") == name for p in pools(mesh_vars)):
+    if any(p.get("name") == name for p in pooled.pools(mesh_vars)):
         raise UsageError(f"a pool named {name} is already declared", hint=f"`meshctl burst remove {name}` first")
     taken = {n.name for n in mesh.load()[0]} & set(core.mesh_burst.node_names(record))
     if taken:
@@ -329,7 +272,7 @@ def add_pool(mesh: Mesh, record_of: Callable[[list[Node], dict], dict], wait: fl
         nodes, mesh_vars = mesh.load()
         record = record_of(nodes, mesh_vars)
         before = mesh_vars.get("burst_pools")
-        mesh_vars["burst_pools"] = [*pools(mesh_vars), record]
+        mesh_vars["burst_pools"] = [*pooled.pools(mesh_vars), record]
         mesh.save(nodes, mesh_vars)
         try:
             converge(mesh, nodes, mesh_vars, verbosity)
@@ -353,7 +296,7 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
     and of Slurm (the head converged). Returns the machines terminated."""
     with mesh.lock(f"burst remove {name}", wait=wait):
         nodes, mesh_vars = mesh.load()
-        every = pools(mesh_vars)
+        every = pooled.pools(mesh_vars)
         pool = next((p for p in every if p["name"] == name), None)
         if pool is None:
             known = ", ".join(p["name"] for p in every) or "none"
@@ -361,7 +304,7 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
         members = set(core.mesh_burst.node_names(pool))
         done = []
         for node in sorted(members):
-            done += terminate_named(mesh, mesh_vars, node, say)
+            done += pooled.terminate_named(mesh, mesh_vars, node, say)
         kept = [n for n in nodes if n.name not in members]
         for node in (n for n in nodes if n.name in members):
             hostkeys.forget(mesh.known_hosts, node.host, node.port)

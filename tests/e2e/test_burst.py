@@ -168,6 +168,13 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     listed = json.loads(shown.stdout)
     assert [r["node"] for r in listed["machines"] if r["name"] == node] == [f"{node} (pool h100)"], listed
     assert listed["not_in_mesh"] == [], listed
+    # The control machine's next run takes it into mesh.yml on the head's record of renting it, with
+    # the host key the head met there, and reaches it with its own key.
+    applied = rented.meshctl("apply", "--limit", node, env=env)
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+    assert f"{node}: pool h100's machine lambda:{rented_now[0].id}" in applied.stdout, applied.stdout[-3000:]
+    host = yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"][node]
+    assert host["meshctl_instance"] == f"lambda:{rented_now[0].id}" and host["ansible_host"] == rented_now[0].ip
     # Its hours cost the job's user: at what the pool rents at today ($2.49/h, the cheapest offer).
     used = rented.meshctl("usage", "--json", env=env)
     assert used.returncode == 0, used.stdout[-2000:] + used.stderr

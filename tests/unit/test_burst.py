@@ -129,13 +129,13 @@ def test_a_pool_node_is_rented_on_resume_and_its_machine_found_by_name_terminate
 
 
 def test_a_pool_machine_is_its_nodes_in_machines_not_one_billing_outside_the_mesh():
+    from meshctl import burst as pooled
     from meshctl import cloud
-    from meshctl.ops import burst as ops
 
     rows = [cloud.MachineRow("lambda", "i1", "h100-1", "running", "1.2.3.4", 1, "H100", 3.29, None),
             cloud.MachineRow("lambda", "i2", "stray", "running", "1.2.3.5", 1, "H100", 3.29, None),
             cloud.MachineRow("lambda", "i3", "h100-9", "running", "1.2.3.6", 1, "H100", 3.29, None)]  # fmt: skip
-    marked = ops.pool_machines(rows, {"burst_pools": [POOL]})
+    marked = pooled.pool_machines(rows, {"burst_pools": [POOL]})
     assert [r.node for r in marked] == ["h100-1 (pool h100)", None, None]
     _total, forgotten = cloud.costing(marked)
     assert [r.name for r in forgotten] == ["stray", "h100-9"]
@@ -165,3 +165,46 @@ def test_a_node_that_could_not_be_had_is_powered_down_its_jobs_told_why_and_offe
     assert argv[:4] == ["systemd-run", "--unit=meshctl-burst-retry-h100-1", "--on-active=30",
                         "--timer-property=AccuracySec=1s"] and argv[-2:] == ["retry", "h100-1"]  # fmt: skip
     assert "Reason=meshctl: " in argv[-3] and "state=idle" in argv[-3]  # only a node meshctl set DOWN
+
+
+def test_a_pool_machine_the_head_rented_is_taken_into_mesh_yml_only_with_its_record(mesh, monkeypatch, tmp_path):
+    """apply's first step: the machine running under a pool node's name is that node only when the
+    head recorded renting that very instance, and then with the host keys the head met on it."""
+    import subprocess
+
+    from meshctl import cloud, hostkeys
+    from meshctl.ops import apply
+
+    class Notes:
+        def __init__(self):
+            self.lines = []
+
+        def note(self, line):
+            self.lines.append(line)
+
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        cloud.add_account(mesh, {}, "lambda", KEY)
+        nodes, mesh_vars = mesh.load()
+        mesh_vars["burst_pools"] = [POOL]
+        mesh.save(nodes, mesh_vars)
+        machine = api.add("h100-1", "gpu_1x_h100_pcie", 1, 2.49)
+        machine.ip = "100.100.70.41"
+        key = tmp_path / "hostkey"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        shown = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+        notes = Notes()
+        records = {}
+        nodes, mesh_vars = mesh.load()
+        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, head_record=records.get) == []
+        assert "the head recorded no rent of it: not taken" in notes.lines[-1]
+        records["h100-1"] = {"instance": f"lambda:{machine.id}", "host_keys": [shown], "mesh_address": "100.100.70.41"}
+        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, check=True, head_record=records.get) == []
+        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, head_record=records.get) == ["h100-1"]
+        node = {n.name: n for n in mesh.load()[0]}["h100-1"]
+        assert (node.instance, node.host, node.provider, node.state) == (f"lambda:{machine.id}", "100.100.70.41",
+                                                                         "lambda", "active")  # fmt: skip
+        assert [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, "100.100.70.41", 22)] != []
+        assert node.mesh_address == "100.100.70.41"
+        # Already a node: nothing more to take.
+        assert apply.follow_pools(mesh, mesh.load()[0], mesh_vars, notes, head_record=records.get) == []
