@@ -493,6 +493,8 @@ class Offer:
     regions: list[str]
     available: bool
     cloud: str
+    vcpus: int | None = None  # what the machine has, where the provider says (Lambda)
+    memory_gb: float | None = None
 
 
 def parse_gpu(text: str | None) -> tuple[str | None, int | None]:
@@ -537,7 +539,7 @@ def offers(mesh: Mesh, mesh_vars: dict, gpu: str | None = None, count: int | Non
                     continue
             per_gpu = round(price / gpus, 4) if gpus else price
             rows.append(Offer(name, item["type"], item["gpu"], gpus, price, per_gpu, list(item["regions"]),
-                              item["available"], item["cloud"]))  # fmt: skip
+                              item["available"], item["cloud"], item.get("vcpus"), item.get("memory_gb")))  # fmt: skip
     rows.sort(key=lambda o: (not o.available, o.price_per_gpu, o.price_per_hour, o.provider, o.type, o.cloud))
     return rows, problems
 

@@ -231,6 +231,7 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
     record = {"name": name, "gpu": wanted, "gpus": count or 1, "max_nodes": max_nodes, "max_price": max_price,
               "providers": chosen, "idle": idle, "cpus": cpus or 1,
               "memory_mb": int((memory_gb or 1) * 1024)}  # fmt: skip
+    sized = {"cpus": cpus is not None, "memory_mb": memory_gb is not None}
     problems = core.mesh_burst.pool_problems(record, cloud.PROVIDERS)
     if problems:
         raise UsageError("; ".join(problems), hint="`meshctl burst add --help` says what each option takes")
@@ -252,6 +253,15 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
             hint=f"`meshctl offers --gpu {gpu} --all` lists what there is; raise --max-price")  # fmt: skip
     say(f"pool {name}: {len(fit)} offer(s) of {gpu} within ${max_price:.2f}/h now, from "
         f"${fit[0].price_per_hour:.2f}/h ({fit[0].provider} {fit[0].type})")  # fmt: skip
+    # Slurm drains a node that registers with less than slurm.conf says: the smallest offer's, where
+    # every offer says what it has (Lambda's specs); else 1 CPU and 1 GiB unless told.
+    for key, field, scale in (("cpus", "vcpus", 1), ("memory_mb", "memory_gb", 1024)):
+        known = [getattr(o, field) for o in fit if getattr(o, field)]
+        if not sized[key] and known and len(known) == len(fit):
+            record[key] = int(min(known) * scale)
+    said = "given" if all(sized.values()) else "the smallest offer's" if record["cpus"] > 1 else "unless told"
+    say(f"pool {name}: each node {record['cpus']} CPU(s), {record['memory_mb']} MiB ({said}; a machine with less "
+        "would register drained)")  # fmt: skip
     return record
 
 

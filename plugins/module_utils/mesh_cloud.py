@@ -205,16 +205,19 @@ def instance(provider, id, name, status, provider_status, ssh_host=None, ssh_por
     }
 
 
-OFFER_KEYS = ("provider", "type", "gpu", "gpus", "max_gpus", "price_per_hour", "regions", "available", "cloud")
+OFFER_KEYS = ("provider", "type", "gpu", "gpus", "max_gpus", "price_per_hour", "regions", "available", "cloud",
+              "vcpus", "memory_gb")  # fmt: skip
 
 
-def offer(provider, type, gpu, gpus, price_per_hour, regions=(), available=True, cloud="", max_gpus=None):
+def offer(provider, type, gpu, gpus, price_per_hour, regions=(), available=True, cloud="", max_gpus=None, vcpus=None,
+          memory_gb=None):  # fmt: skip
     """One thing a provider rents now, in meshctl's shape: ``type`` is what a launch names (an
     instance type, a GPU type id), ``gpu`` the GPU's name for people, ``gpus`` how many, ``price_per_hour``
     in USD for the whole machine, ``regions`` where it can be had (empty: the provider places it),
     ``available`` whether the provider says it can be had now; ``max_gpus`` above ``gpus`` when a
-    launch may ask for more of the same GPU at ``gpus`` times the price (Runpod). None when the
-    answer is not one."""
+    launch may ask for more of the same GPU at ``gpus`` times the price (Runpod); ``vcpus`` and
+    ``memory_gb`` what the machine has, where the provider says (Lambda's specs), else None. None
+    when the answer is not one."""
     count = number(gpus, 0, 1024)
     price = number(price_per_hour, 0, 10000)
     most = number(max_gpus, 0, 1024) if max_gpus is not None else count
@@ -232,6 +235,8 @@ def offer(provider, type, gpu, gpus, price_per_hour, regions=(), available=True,
         "regions": [r for r in (text(x) for x in regions or ()) if r][:50],
         "available": bool(available),
         "cloud": text(cloud),
+        "vcpus": number(vcpus, 1, 100000) if vcpus is not None else None,
+        "memory_gb": number(memory_gb, 0.1, 1e7) if memory_gb is not None else None,
     }
 
 

@@ -108,7 +108,7 @@ def type_offers(answer):
         regions = [r.get("name") for r in item.get("regions_with_capacity_available") or [] if isinstance(r, dict)]
         made = offer(NAME, kind.get("name"), kind.get("gpu_description") or kind.get("description") or "",
                      specs.get("gpus", 0), cents / 100 if isinstance(cents, (int, float)) else None, regions,
-                     bool(regions))  # fmt: skip
+                     bool(regions), vcpus=specs.get("vcpus"), memory_gb=specs.get("memory_gib"))  # fmt: skip
         if made:
             found.append(made)
     return found

@@ -109,8 +109,10 @@ def bed(rented):
 
 def test_a_pool_is_declared_as_slurm_cloud_nodes_after_every_other_node(bed):
     rented, env, _lambda, _instances = bed
+    # The bed's machines are containers with this machine's 2 CPUs, fewer than the offers' specs say:
+    # the pool is told what each has at least (else the smallest offer's, 30 CPUs and 200 GiB).
     added = rented.meshctl("burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "2", "--max-price", "3.5",
-                           "--idle", f"{IDLE}s", env=env)  # fmt: skip
+                           "--idle", f"{IDLE}s", "--cpus", "1", "--memory", "1", env=env)  # fmt: skip
     assert added.returncode == 0, added.stdout[-4000:] + added.stderr
     assert "pool h100: Slurm nodes h100-[1-2] (partition h100)" in added.stdout, added.stdout[-2000:]
     assert KEY not in added.stdout + added.stderr

@@ -208,3 +208,27 @@ def test_a_pool_machine_the_head_rented_is_taken_into_mesh_yml_only_with_its_rec
         assert node.mesh_address == "100.100.70.41"
         # Already a node: nothing more to take.
         assert apply.follow_pools(mesh, mesh.load()[0], mesh_vars, notes, head_record=records.get) == []
+
+
+def test_a_pools_nodes_have_what_its_smallest_offer_has_unless_told(mesh, monkeypatch):
+    """Slurm drains a cloud node that registers with less than slurm.conf says: a pool's nodes get
+    the smallest fitting offer's CPUs and memory (Lambda's specs), or what the user says."""
+    from meshctl import cloud
+    from meshctl.ops import burst as ops
+
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        api.instance_types = {"gpu_1x_h100_pcie": ("NVIDIA H100 (80 GB PCIe)", 1, 249, ["us-east-1"]),
+                              "gpu_2x_h100_sxm5": ("NVIDIA H100 (80 GB SXM5)", 2, 658, ["us-east-1"]),
+                              "gpu_1x_h100_sxm5": ("NVIDIA H100 (80 GB SXM5)", 1, 329, [])}  # fmt: skip
+        cloud.add_account(mesh, {}, "lambda", KEY)
+        said = []
+        record = ops.pool_record(mesh, {}, "h100", "H100:1", 2, 3.5, [], 600, None, None, said.append)
+        assert (record["cpus"], record["memory_mb"]) == (30, 200 * 1024)  # the two 1-GPU offers: 30 vCPUs, 200 GiB
+        assert "the smallest offer's" in said[-1]
+        record = ops.pool_record(mesh, {}, "h100", "H100:1", 2, 3.5, ["lambda"], 600, 4, 16, said.append)
+        assert (record["cpus"], record["memory_mb"], record["providers"]) == (4, 16 * 1024, ["lambda"])
+        with pytest.raises(Exception, match=r"no offer of H100:1 at most \$1.00/h; the cheapest is \$2.49/h"):
+            ops.pool_record(mesh, {}, "h100", "H100:1", 2, 1.0, [], 600, None, None, said.append)
+        with pytest.raises(Exception, match="no runpod account"):
+            ops.pool_record(mesh, {}, "h100", "H100:1", 2, 3.5, ["runpod"], 600, None, None, said.append)
