@@ -3,7 +3,7 @@ mesh.yml (its instance deleted with ``--terminate``); no other node is contacted
 
 from __future__ import annotations
 
-from meshctl import cloud, runner, session
+from meshctl import burst, cloud, runner, session
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import head_of, node_named
@@ -42,6 +42,13 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
     mesh.save(remaining, mesh_vars)
     mesh.forget_facts(name)
     say(f"{name}: removed from {mesh.inventory.name}")
+    if burst.pool_of(mesh_vars, name) is not None and not terminate:
+        # A pool's machine is never kept: the head's power program terminates it as Slurm powers the
+        # node down; here too, whatever runs under the node's name, so that nothing bills on.
+        done = burst.terminate_named(mesh, mesh_vars, name, say)
+        say(f"{name}: pool {burst.pool_of(mesh_vars, name)['name']}'s node: "
+            + (f"its machine {', '.join(done)} is terminated" if done else "no machine of it runs")
+            + "; the pool keeps the node (idle~; `meshctl burst remove` takes the pool out)")  # fmt: skip
     if terminate:
         try:
             cloud.terminate(mesh, mesh_vars, node.instance)

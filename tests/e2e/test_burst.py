@@ -233,3 +233,14 @@ def test_a_rent_killed_midway_leaves_no_machine(bed):
     assert wait_for(lambda: not live(instances), 120, 3), ([(m.name, m.state) for m in live(instances)], diagnosis())
     assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
     assert on_head("ls /var/lib/meshctl/control/launching") == ""
+
+
+def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):
+    rented, env, _lambda, instances = bed
+    assert "h100-1" in yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"]  # taken in above
+    removed = rented.meshctl("remove-node", "h100-1", "--force", env=env)
+    assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
+    assert "pool h100's node" in removed.stdout and "the pool keeps the node" in removed.stdout, removed.stdout
+    assert "h100-1" not in yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"]
+    assert not live(instances)
+    assert wait_for(lambda: node_state("h100-1") == "idle~", 120, 3), (node_state("h100-1"), diagnosis())
