@@ -141,7 +141,7 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     lambda_.refuse({"instance_type_name": CHEAPEST}, "capacity")
     seen = journal_lines()
     submitted = time.monotonic()
-    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap 'hostname; sleep 5'")
+    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap 'hostname; sleep 30'")  # a cent's worth
     assert job.isdigit(), job
     began = wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) in ("RUNNING", "COMPLETING", "COMPLETED")
                      and time.monotonic(), 900, 2)  # fmt: skip
@@ -177,7 +177,8 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     assert f"{node}: pool h100's machine lambda:{rented_now[0].id}" in applied.stdout, applied.stdout[-3000:]
     host = yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"][node]
     assert host["meshctl_instance"] == f"lambda:{rented_now[0].id}" and host["ansible_host"] == rented_now[0].ip
-    # Its hours cost the job's user: at what the pool rents at today ($2.49/h, the cheapest offer).
+    # Its hours cost the job's user (at its machine's price while it runs, else at what the pool rents
+    # at today) and count as GPU-hours.
     used = rented.meshctl("usage", "--json", env=env)
     assert used.returncode == 0, used.stdout[-2000:] + used.stderr
     alice = next(u for u in json.loads(used.stdout)["users"] if u["user"] == JOB_USER)
