@@ -466,6 +466,7 @@ def test_accounting_points_slurmctld_at_slurmdbd_on_the_heads_mesh_address(rende
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=100.101.1.10",
         "AccountingStoragePort=6819",
+        "AccountingStorageTRES=gres/gpu",  # GPU-hours in sacct's AllocTRES (`meshctl usage`)
     ]
 
 
