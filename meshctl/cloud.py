@@ -362,6 +362,7 @@ class PriceLookup:
         self.prices: dict[str, float | None] = {}
         self.stopped: dict[str, str] = {}  # node -> what still bills while its instance is stopped
         self.problems: dict[str, str] = {}
+        self.rows: list[MachineRow] = []  # every instance the providers listed (burst pools' among them)
         self._thread = None
         if configured(mesh):
             self._thread = threading.Thread(target=self._run, args=(mesh, nodes, mesh_vars), daemon=True)
@@ -370,6 +371,7 @@ class PriceLookup:
     def _run(self, mesh, nodes, mesh_vars) -> None:
         try:
             rows, self.problems = machines(mesh, nodes, mesh_vars)
+            self.rows = rows
             self.prices, self.stopped = prices_of(rows, self.now), stopped_bills(rows)
         except Exception as exc:
             self.problems = {"providers": str(exc)}

@@ -25,7 +25,7 @@ NAME_RE = _FILTER.NAME
 # the collection's filter node_status (plugins/filter/node_status.py), whose PROBLEMS it names.
 FACT = "mesh_status"
 RECORD_KEYS = {"name", "services", "tailnet", "share", "mlflow", "slurm", "slurm_nodes", "sinfo_ok", "problem",
-               "detail", "healthy"}  # fmt: skip
+               "detail", "healthy", "rented"}  # fmt: skip
 
 
 def problems() -> tuple[str, ...]:
@@ -78,12 +78,34 @@ def record_problem(name: str, record: object) -> str | None:
     for other, row in nodes.items():
         if why := _row(other, row):
             return f"slurm_nodes: {why}"
+    if why := _rented(record.get("rented", {})):
+        return f"rented: {why}"
     if not isinstance(record.get("sinfo_ok", False), bool) or not isinstance(record["healthy"], bool):
         return "sinfo_ok or healthy is not true or false"
     if record["problem"] not in ("", *problems()):
         return "problem is not one meshctl knows"
     if not isinstance(record.get("detail", ""), str) or not REASON_RE.fullmatch(record.get("detail", "")):
         return "detail is not plain text"
+    return None
+
+
+def _rented(value: object) -> str | None:
+    """The head's records of the pool machines it rented, as the filter's ``rented_rows`` makes them."""
+    if not isinstance(value, dict) or len(value) > 64:
+        return "not a mapping"
+    for node, row in value.items():
+        if not (isinstance(node, str) and NAME_RE.fullmatch(node) and isinstance(row, dict)):
+            return "a node name or record is not one"
+        if set(row) != {"pool", "instance", "price", "since"}:
+            return f"{node}'s record is not pool, instance, price, since"
+        if not (isinstance(row["pool"], str) and core.mesh_burst.NAME_RE.fullmatch(row["pool"])):
+            return f"{node}'s pool is not a pool's name"
+        if not (isinstance(row["instance"], str) and _FILTER.INSTANCE.fullmatch(row["instance"])):
+            return f"{node}'s instance is not provider:id"
+        if not isinstance(row["price"], float) or not 0 <= row["price"] <= 1000:
+            return f"{node}'s price is not $/h"
+        if isinstance(row["since"], bool) or not isinstance(row["since"], int) or row["since"] <= 0:
+            return f"{node}'s since is not a time"
     return None
 
 

@@ -54,8 +54,8 @@ def request_problem(request: object) -> str | None:
         return "not a mapping"
     wanted = {"services", "sinfo", "tailscale", "mount_path", "mount_possible", "url", "supervisor", "expect",
               "share_id", "share_marker"}  # fmt: skip
-    if set(request) != wanted:
-        return f"keys {sorted(set(request) ^ wanted)} unexpected or missing"
+    if set(request) - {"rented"} != wanted:  # rented: recorded by the runs that know it
+        return f"keys {sorted((set(request) - {'rented'}) ^ wanted)} unexpected or missing"
     services = request["services"]
     if (
         not isinstance(services, list)
@@ -66,10 +66,10 @@ def request_problem(request: object) -> str | None:
     for key in ("sinfo", "tailscale", "mount_possible", "supervisor"):
         if not isinstance(request[key], bool):
             return f"{key} is not true or false"
-    if request["mount_path"] is not None and not (
-        isinstance(request["mount_path"], str) and PATH.fullmatch(request["mount_path"])
-    ):
-        return "mount_path is not an absolute path"
+    for key in ("mount_path", "rented"):
+        path = request.get(key)
+        if path is not None and not (isinstance(path, str) and PATH.fullmatch(path)):
+            return f"{key} is not an absolute path"
     share_id = request["share_id"]
     if share_id is not None and not (isinstance(share_id, str) and SHARE_ID.fullmatch(share_id)):
         return "share_id is not a share identity"
@@ -141,6 +141,7 @@ def script(request: dict) -> str:
     source = (resources.data_dir() / "plugins" / "module_utils" / "mesh_status_read.py").read_text(encoding="utf-8")
     params = {key: request[key] for key in ("services", "sinfo", "tailscale", "mount_path", "mount_possible", "url",
                                             "supervisor", "share_id", "share_marker")}  # fmt: skip
+    params["rented"] = request.get("rented")
     params["timeout"] = READ_TIMEOUT
     return f"{source}\nimport json as _json\nprint(_json.dumps(read(_json.loads({json.dumps(params)!r}))))\n"
 

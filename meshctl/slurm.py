@@ -16,3 +16,8 @@ def base(state: str) -> str:
 def resting_state(in_slurm: dict) -> str | None:
     """Why a node SSH cannot reach is meant to be off (Slurm's view of it: ``state``), or None."""
     return WORDS.resting(in_slurm.get("state") or "")
+
+
+def taken_out(state: str) -> bool:
+    """Slurm, an admin or the health check took the node out (DOWN, DRAINED, FAIL, ...), or it is absent."""
+    return WORDS.taken_out(state)

@@ -20,6 +20,11 @@ def price(row) -> str:
     return display.dollars(row.price_per_hour, "?" if row.price_unknown else "-")
 
 
+def ssh(row) -> str:
+    """``ok``, ``DOWN``, or ``-`` for a pool's machine not in mesh.yml yet (not read over SSH)."""
+    return ("ok" if row.ssh else "DOWN") if row.listed else "-"
+
+
 def note(row) -> str:
     """A node's note: what is wrong and what to do, and what still bills while its instance is stopped."""
     bills = f"stopped; still billed: {row.stopped_bills}" if row.stopped_bills else ""
@@ -48,11 +53,12 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     nodes, mesh_vars = mesh.load()
     timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
     rows, mlflow, healthy = status_op.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
+    pools = status_op.pools(mesh_vars, rows)
     priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "cost_per_hour": total if priced else None,
-               "nodes": [dataclasses.asdict(r) for r in rows]}  # fmt: skip
+               "nodes": [dataclasses.asdict(r) for r in rows], "pools": pools}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     else:
         columns = ["node", "role", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus", "autostop"]
@@ -60,12 +66,18 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
             "Mesh status",
             [*columns, *(["$/h"] if priced else []), "note"],
             [
-                [r.name, r.role, "ok" if r.ssh else "DOWN", r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
+                [r.name, r.role, ssh(r), r.tailnet, r.munge, r.daemon, r.slurm, r.nfs, r.gpus,
                  r.autostop, *([price(r)] if priced else []), note(r)]
                 for r in rows
             ],
         )  # fmt: skip
         display.echo(f"MLflow on the head: {mlflow}")
+        for pool in pools:
+            resting = ", ".join(pool["resting"]) or "none"
+            display.echo(
+                f"burst pool {pool['name']} ({pool['gres']}, at most ${pool['max_price']:.2f}/h each): "
+                f"powered down with no machine: {resting}; a job asking --gres={pool['gres']} rents one"
+            )
         if priced:
             unknown = " and what the `?` nodes bill (their provider did not answer)" if any(
                 r.price_unknown for r in rows) else ""  # fmt: skip

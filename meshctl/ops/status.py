@@ -5,9 +5,10 @@ meshctl words the advice and says what the head's Slurm knows of a node that did
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import dataclass, field
 
-from meshctl import cloud, quickread, resources, runner, session, slurm
+from meshctl import burst, cloud, core, quickread, resources, runner, session, slurm
 from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
 
@@ -35,6 +36,10 @@ class NodeStatus:
     role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"
     autostop: str = "-"  # its idle_stop as written in mesh.yml ("-": never stopped when idle)
     stopped_bills: str = ""  # its instance is stopped and this still bills (its provider's words), "" when not
+    pool: str = ""  # the burst pool whose node it is ("" for none)
+    instance: str = ""  # a pool node's machine, provider:id, as its provider lists it ("" for none up)
+    since: int | None = None  # when the head rented that machine (seconds since the epoch; the head's record)
+    listed: bool = True  # in mesh.yml (a pool's machine is, once an apply took it in): read over SSH
 
 
 def tailnet_text(tailnet: dict | None) -> str:
@@ -157,6 +162,77 @@ def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, ta
     return result
 
 
+def since_text(since: int | None, now: float) -> str:
+    """``since 14:02 UTC (38 min)`` for a rent at SINCE (seconds since the epoch), "" for none."""
+    import time
+
+    if since is None:
+        return ""
+    minutes = max(0, int(now - since) // 60)
+    spent = f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+    return f"since {time.strftime('%H:%M UTC', time.gmtime(since))} ({spent})"
+
+
+def pool_rows(pools: list[dict], nodes: list[Node], slurm_nodes: dict, rented: dict, machines: list,
+              price_problems: dict, now: float) -> list[NodeStatus]:  # fmt: skip
+    """A row for each burst pool node not in mesh.yml that Slurm has not powered down or that a
+    provider runs a machine for (the providers' list: instance and $/h; the head's record: since
+    when it rented it). A pool's node with no row rests powered down, with no machine."""
+    listed = {n.name for n in nodes}
+    rows = []
+    for pool in pools:
+        for name in core.mesh_burst.node_names(pool):
+            if name in listed:
+                continue
+            in_slurm = slurm_nodes.get(name, {})
+            state = in_slurm.get("state", "?")
+            live = [m for m in machines if m.name == name and m.node is None
+                    and m.status not in core.mesh_cloud.GONE]  # fmt: skip
+            if not live and "~" in state and slurm.resting_state(in_slurm):
+                continue
+            record = rented.get(name) or {}
+            row = NodeStatus(name, False, munge="-", daemon="-", slurm=state, nfs="-", gpus=_gres(in_slurm),
+                             role=f"pool {pool['name']}", pool=pool["name"], listed=False)  # fmt: skip
+            if live:
+                row.instance = f"{live[0].provider}:{live[0].id}"
+                row.price_per_hour = live[0].price_per_hour
+            elif record and not price_problems and state != "?":
+                row.instance = ""  # the head's record names a machine no provider runs now
+            elif record:
+                row.instance, row.price_unknown = record["instance"], True
+            if record and record["instance"] == row.instance:
+                row.since = record["since"]
+                if row.price_per_hour is None:
+                    row.price_per_hour = record["price"]
+            reason = in_slurm.get("reason") or ""
+            why = f"; Slurm's reason: {reason}" if reason else ""
+            rent = f"rented {row.instance} {since_text(row.since, now)}".rstrip() if row.instance else ""
+            if state == "?":
+                row.error = "the head's Slurm did not say (see the head's row)" + (f"; {rent}" if rent else "")
+            elif slurm.taken_out(state) or "*" in state:
+                cooldown = "; meshctl offers it to Slurm again after the cool-down" if reason.startswith(
+                    "meshctl:") else f"; `scontrol show node {name}` on the head says why"  # fmt: skip
+                row.error = f"Slurm sees it {state}{why}{cooldown}" + (f"; {rent}" if rent else "")
+            elif not live and slurm.resting_state(in_slurm):
+                row.healthy = True
+                row.error = "renting a machine for a job (Slurm waits up to ResumeTimeout)"
+            else:
+                row.healthy = True
+                row.error = (f"{rent}; `meshctl apply` takes it into mesh.yml" if rent else
+                             "its machine is not listed by its provider now")  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def pools(mesh_vars: dict, rows: list[NodeStatus]) -> list[dict]:
+    """Each burst pool: its gres, its max $/h, and its nodes with no row (powered down, no machine)."""
+    shown = {r.name for r in rows}
+    return [{"name": p["name"], "gres": f"gpu:{core.mesh_burst.gres_type(p['gpu'])}:{p['gpus']}",
+             "max_price": float(p["max_price"]),
+             "resting": [n for n in core.mesh_burst.node_names(p) if n not in shown]}
+            for p in burst.pools(mesh_vars)]  # fmt: skip
+
+
 # Seconds status waits for the providers' prices once the nodes are read (they are asked meanwhile):
 # offline, or with a provider slow to answer, the table comes at once with `?` for the price.
 PRICE_WAIT = 1.0
@@ -205,6 +281,18 @@ def status(
         row.role = "head" if "head" in node.roles else "compute"
         stop = node.extra.get("idle_stop")
         row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"
+    rented = (result.records.get(head.name) or {}).get("rented") or {}
+    for row in rows:  # a pool's machine apply took into mesh.yml: its pool, and since when the head rented it
+        node = by_name[row.name]
+        pool = burst.pool_of(mesh_vars, row.name)
+        if pool is not None:
+            up = any(m.node == row.name and m.status not in core.mesh_cloud.GONE for m in prices.rows)
+            row.pool, row.role, row.instance = pool["name"], f"pool {pool['name']}", (node.instance or "") if up else ""
+            record = rented.get(row.name) or {}
+            row.since = record["since"] if record and row.instance and record["instance"] == row.instance else None
+            if row.since is not None and not row.error:
+                row.error = f"rented {node.instance} {since_text(row.since, time.time())}"
+    rows += pool_rows(burst.pools(mesh_vars), nodes, slurm_nodes, rented, prices.rows, price_problems, time.time())
     mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
     sinfo_ok = bool(controller.get("sinfo_ok"))
     return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"

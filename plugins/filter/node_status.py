@@ -10,10 +10,11 @@ words the advice.
 
 from __future__ import annotations
 
+import json
 import re
 
 from ansible_collections.meshctl.mesh.plugins.filter.tailscale_status import TailscaleOutputError, tailscale_status
-from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_slurm
+from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_burst, mesh_cloud, mesh_slurm
 
 # The first problem a record names, in the order they are looked for ("" when healthy).
 PROBLEMS = (
@@ -33,6 +34,7 @@ NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
 REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}")
 MAX_NODES = 10000
+INSTANCE = re.compile(f"({'|'.join(mesh_cloud.PROVIDERS)}):{mesh_cloud.ID_RE.pattern}")
 
 
 def _word(value, default="unknown"):
@@ -59,6 +61,32 @@ def slurm_rows(sinfo):
         reason = parts[3].strip() if len(parts) == 4 and parts[3].strip() not in ("none", "(null)") else ""
         reason = reason if REASON.fullmatch(reason) else "?"
         rows[parts[0]] = {"state": state, "gres": gres, "ready": mesh_slurm.ready(state), "reason": reason}
+    return rows
+
+
+def rented_rows(records):
+    """The head's records of the burst pool machines it rented (``mesh_status``'s ``rented``: text
+    by node) as ``{node: {pool, instance, price, since}}``: a record that is not JSON of that shape
+    (a pool's name, ``provider:id``, $/h from 0 to 1000, seconds since the epoch) is left out."""
+    rows = {}
+    for node, text in list((records or {}).items())[:64]:
+        try:
+            record = json.loads(str(text))
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or not NAME.fullmatch(str(node)) or record.get("node") != node:
+            continue
+        pool, instance = record.get("pool"), record.get("instance")
+        price, since = record.get("price"), record.get("since")
+        if not (isinstance(pool, str) and mesh_burst.NAME_RE.fullmatch(pool)):
+            continue
+        if not (isinstance(instance, str) and INSTANCE.fullmatch(instance)):
+            continue
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price <= 1000:
+            continue
+        if isinstance(since, bool) or not isinstance(since, int) or since <= 0:
+            continue
+        rows[node] = {"pool": pool, "instance": instance, "price": float(price), "since": since}
     return rows
 
 
@@ -105,6 +133,8 @@ def node_status(probe, expect, sinfo=None):
         record["share"] = _word(probe.get("mount"))
     if probe.get("sinfo") is not None:  # the controller: everyone's row, for the nodes that did not answer
         record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"])
+    if probe.get("rented") is not None:  # the head of a mesh with burst pools: the machines it rented
+        record["rented"] = rented_rows(probe["rented"])
     record["problem"], record["detail"] = judge(record, expect)
     record["healthy"] = record["problem"] in HEALTHY_PROBLEMS
     return record

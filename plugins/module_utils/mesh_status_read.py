@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import stat
 import subprocess
 import sys
 import urllib.parse
@@ -127,6 +128,34 @@ def http_get(url, timeout):
         connection.close()
 
 
+RENTED_MAX = 64  # records read of the head's rented pool machines (a pool has at most 64 nodes)
+RENTED_BYTES = 4096  # bytes kept of one record
+
+
+def rented_records(folder):
+    """The head's records of the burst pool machines it rented (``<node>.json`` in FOLDER, root's,
+    written by meshctl on the head) as text, by node: each opened without following a link (a
+    record that is one is left out) and capped; the filter node_status parses them."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))[:RENTED_MAX]
+    except OSError:
+        return {}
+    records = {}
+    for name in names:
+        try:
+            handle = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(handle).st_mode):
+                records[name[: -len(".json")]] = os.read(handle, RENTED_BYTES).decode("utf-8", "replace")
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
+    return records
+
+
 def read(params):
     """Everything asked for (the module's options, as a dict), in the module's ``status`` shape."""
     timeout = int(params.get("timeout") or 5)
@@ -147,4 +176,5 @@ def read(params):
         if mount_path
         else None,
         "http": http_get(url, timeout) if url else None,
+        "rented": rented_records(params["rented"]) if params.get("rented") else None,
     }

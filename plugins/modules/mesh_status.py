@@ -58,6 +58,11 @@ options:
   url:
     description: An HTTP URL to GET (a tracking server's C(/health)); its status and body are reported.
     type: str
+  rented:
+    description:
+      - The head's folder of its records of the burst pool machines it rented (C(<node>.json), root's);
+        each is returned as text (at most 64, 4 KiB each), none opened through a link.
+    type: path
   timeout:
     description: Seconds each command and the URL may take.
     type: int
@@ -101,6 +106,9 @@ status:
     http:
       description: C(status) (0 when nothing answered) and C(body) of the URL.
       type: dict
+    rented:
+      description: Each record of O(rented) as text, by node name.
+      type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -119,6 +127,7 @@ def main():
             "share_id": {"type": "str"},
             "share_marker": {"type": "str", "default": ".meshctl-share"},
             "url": {"type": "str"},
+            "rented": {"type": "path"},
             "timeout": {"type": "int", "default": 5},
         },
         supports_check_mode=True,

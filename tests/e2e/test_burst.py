@@ -170,6 +170,14 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     listed = json.loads(shown.stdout)
     assert [r["node"] for r in listed["machines"] if r["name"] == node] == [f"{node} (pool h100)"], listed
     assert listed["not_in_mesh"] == [], listed
+    # `status` shows it from the head's Slurm, the provider's list and the head's record of renting it.
+    status = rented.meshctl("status", "--json", env=env)
+    shown = json.loads(status.stdout[: status.stdout.rindex("}") + 1])
+    row = next((r for r in shown["nodes"] if r["name"] == node), None)
+    assert row and row["pool"] == "h100" and row["instance"] == record["instance"], shown
+    assert row["price_per_hour"] == 3.29 and row["since"] == record["since"] and row["healthy"], row
+    other = "h100-2" if node == "h100-1" else "h100-1"
+    assert shown["pools"][0]["resting"] == [other], shown["pools"]
     # The control machine's next run takes it into mesh.yml on the head's record of renting it, with
     # the host key the head met there, and reaches it with its own key.
     applied = rented.meshctl("apply", "--limit", node, env=env)
@@ -186,12 +194,16 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
 
 
 def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
-    _rented, _env, _lambda, instances = bed
+    rented, env, _lambda, instances = bed
     done = time.monotonic()
     gone = lambda: not live(instances) and all(node_state(n) == "idle~" for n in ("h100-1", "h100-2"))  # noqa: E731
     assert wait_for(gone, IDLE + 240, 5), ([(m.name, m.state) for m in live(instances)], diagnosis())
     print(f"\nidle pool machine terminated {time.monotonic() - done:.0f} s after its job ended (idle {IDLE} s)")
     assert "suspend h100-" in on_head("cat /var/log/slurm/meshctl-power.log")
+    status = rented.meshctl("status", "--json", env=env)
+    shown = json.loads(status.stdout[: status.stdout.rindex("}") + 1])
+    pooled = {r["name"]: r for r in shown["nodes"] if r["pool"]}
+    assert all(not r["instance"] and r["since"] is None for r in pooled.values()), pooled  # given back
     assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{LAUNCHED}"], capture_output=True,
                               text=True, check=False).stdout.split()  # fmt: skip
 

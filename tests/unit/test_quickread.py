@@ -60,6 +60,7 @@ def test_a_request_as_the_roles_make_it_passes():
         ({"services": "munge"}, "unit names"),
         ({"sinfo": "yes"}, "sinfo"),
         ({"mount_path": "relative/path"}, "absolute path"),
+        ({"rented": "../burst; cat /etc/shadow"}, "rented is not an absolute path"),
         ({"url": "http://100.64.0.1:5000/api/2.0/mlflow/experiments"}, "health URL"),
         ({"url": "file:///etc/shadow"}, "health URL"),
         ({"expect": {"controller": "Head Node"}}, "node name"),
@@ -92,11 +93,22 @@ def test_the_ssh_command_is_the_connection_meshctl_records(mesh):
 def test_the_script_sent_to_a_node_reads_it_with_the_standard_library(tmp_path):
     """The text meshctl sends, run by a python3 (this machine's here): the module's shape comes back."""
     fstab = tmp_path / "fstab"
-    request = {**REQUEST, "services": ["meshctl-no-such-unit"], "mount_path": str(tmp_path / "share")}
+    # The head's records of the pool machines it rented: root reads them, never one through a link
+    # (a link laid there would make root read what it points at).
+    rented = tmp_path / "burst"
+    rented.mkdir()
+    (rented / "h100-1.json").write_text('{"node": "h100-1"}\n')
+    (tmp_path / "secret").write_text("not a record\n")
+    (rented / "h100-2.json").symlink_to(tmp_path / "secret")
+    (rented / "notes.txt").write_text("no record\n")
+    request = {**REQUEST, "services": ["meshctl-no-such-unit"], "mount_path": str(tmp_path / "share"),
+               "rented": str(rented)}  # fmt: skip
+    assert quickread.request_problem(request) is None
     done = subprocess.run([sys.executable, "-c", quickread.BOOT], input=quickread.script(request), text=True,
                           capture_output=True, timeout=60, check=True)  # fmt: skip
     status = json.loads(done.stdout)
-    assert set(status) == {"services", "sinfo", "tailscale", "mount", "http"}
+    assert set(status) == {"services", "sinfo", "tailscale", "mount", "http", "rented"}
+    assert status["rented"] == {"h100-1": '{"node": "h100-1"}\n'}
     assert (
         list(status["services"]) == ["meshctl-no-such-unit"] and status["services"]["meshctl-no-such-unit"] != "active"
     )

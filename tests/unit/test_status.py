@@ -537,3 +537,86 @@ def test_every_flag_sinfo_appends_to_a_state_is_read_not_turned_to_unknown(state
     rows = flt().slurm_rows({"rc": 0, "stdout": f"gpu1|{state}|(null)|none\n"})
     assert rows["gpu1"]["state"] == state and rows["gpu1"]["ready"] is ready
     assert slurm.resting_state({"state": "idle%"}) is not None
+
+
+POOL = {"name": "h100", "gpu": "H100", "gpus": 1, "max_nodes": 3, "max_price": 3.5, "providers": ["any"],
+        "idle": 600, "cpus": 8, "memory_mb": 65536}  # fmt: skip
+
+
+def test_status_shows_a_pool_nodes_machine_its_price_and_since_when_before_apply_takes_it_in(mesh, fake, monkeypatch):
+    """A burst pool's node the head rented (issue 62 item 5): its row from the head's Slurm, the
+    provider's list (instance, $/h) and the head's record of renting it (since when); a node at
+    rest, powered down with no machine, only named under the table; a node Slurm took out with
+    meshctl's reason unhealthy, its reason shown. Records outside their shape are left out."""
+    import time
+
+    from meshctl import cloud
+    from tests.cloud_standin import KEY, Standin
+
+    monkeypatch.setattr(status_op, "PRICE_WAIT", 30.0)
+    nodes, mesh_vars = mesh.load()
+    mesh.save(nodes, {**mesh_vars, "burst_pools": [POOL]})
+    with Standin("lambda") as api:
+        monkeypatch.setenv("MESHCTL_LAMBDA_API_URL", api.url)
+        machine = api.add("h100-1", "gpu_1x_h100_sxm5", 1, 3.29)
+        cloud.add_account(mesh, {}, "lambda", KEY)
+        since = int(time.time()) - 600
+        record = {"node": "h100-1", "pool": "h100", "instance": f"lambda:{machine.id}", "price": 3.29, "since": since}
+        rented = {"h100-1": json.dumps(record),
+                  "h100-2": json.dumps({**record, "node": "h100-2", "instance": "lambda:x; rm -rf /"}),
+                  "h100-3": "not json", "h100-4": json.dumps({**record, "node": "h100-1"})}  # fmt: skip
+        assert flt().rented_rows(rented) == {"h100-1": {k: v for k, v in record.items() if k != "node"}}
+        read = head_read(sinfo_read=sinfo(**{"h100-1": "mixed|gpu:h100:1|", "h100-2": "idle~|gpu:h100:1|",
+                                             "h100-3": "down~|gpu:h100:1|meshctl: h100-3: no machine could be "
+                                             "rented"}))  # fmt: skip
+        fake.reads = {**healthy_reads(), "head": {**read, "rented": rented}}
+        rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
+        by = {r.name: r for r in rows}
+        assert "h100-2" not in by  # powered down, no machine: named under the table
+        one = by["h100-1"]
+        assert (one.pool, one.instance, one.price_per_hour, one.since) == ("h100", f"lambda:{machine.id}", 3.29, since)
+        assert one.healthy and not one.listed and one.slurm == "mixed" and one.gpus == "gpu:h100:1"
+        assert "rented lambda:" in one.error and "(10 min)" in one.error and "`meshctl apply` takes it" in one.error
+        three = by["h100-3"]
+        assert not three.healthy and not healthy and three.instance == "" and three.since is None
+        assert "Slurm's reason: meshctl: h100-3: no machine could be rented" in three.error
+        assert "again after the cool-down" in three.error
+        out = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"]).output
+        shown = json.loads(out[: out.rindex("}") + 1])
+        assert shown["pools"] == [{"name": "h100", "gres": "gpu:h100:1", "max_price": 3.5, "resting": ["h100-2"]}]
+        assert shown["cost_per_hour"] == 3.29
+        text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"}).output
+        line = next(line for line in text.splitlines() if line.strip().startswith("h100-1"))
+        assert "pool h100" in line and "3.29" in line, text
+        assert "powered down with no machine: h100-2; a job asking --gres=gpu:h100:1 rents one" in text
+        # Taken into mesh.yml by an apply: its own row, read over SSH, still its pool's and since when.
+        nodes, mesh_vars = mesh.load()
+        nodes.append(Node("h100-1", "203.0.113.9", state="active", mesh_address="100.64.0.9", provider="lambda",
+                          instance=f"lambda:{machine.id}"))  # fmt: skip
+        mesh.save(nodes, mesh_vars)
+        fake.reads["h100-1"] = node_read()
+        rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
+        one = next(r for r in rows if r.name == "h100-1")
+        assert one.listed and one.ssh and one.role == "pool h100" and one.since == since and one.price_per_hour == 3.29
+        # Given back: the provider runs it no more; the head's record no longer makes it rented.
+        api.backend.terminate(machine)
+        rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
+        one = next(r for r in rows if r.name == "h100-1")
+        assert one.instance == "" and one.since is None
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"pool": "H100 pool"}, "pool is not a pool's name"),
+        ({"instance": "aws:i-1"}, "instance is not provider:id"),
+        ({"price": "3.29"}, "price is not $/h"),
+        ({"since": True}, "since is not a time"),
+        ({"extra": 1}, "not pool, instance, price, since"),
+    ],
+)
+def test_a_heads_rented_record_outside_its_shape_is_refused(change, why):
+    row = {"pool": "h100", "instance": "lambda:abc", "price": 3.29, "since": 1700000000}
+    record = {"name": "head", "services": {}, "problem": "", "healthy": True, "rented": {"h100-1": row}}
+    assert health.checked("head", record)[1] is None
+    assert why in health.checked("head", {**record, "rented": {"h100-1": {**row, **change}}})[1]
