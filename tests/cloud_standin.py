@@ -426,7 +426,9 @@ class Standin:
                                        "registered in this account, must be specified."}}  # fmt: skip
             self.backend.capacity -= 1
             kind = body.get("instance_type_name", "gpu_1x_a10")
-            machine = self.add(body.get("name") or "", kind, int(re.search(r"_(\d+)x_", kind).group(1)), 1.29)
+            # The instance bills its type's price (GET /instances: instance_type.price_cents_per_hour).
+            cents = self.instance_types[kind][2] if kind in self.instance_types else 129
+            machine = self.add(body.get("name") or "", kind, int(re.search(r"_(\d+)x_", kind).group(1)), cents / 100)
             machine.region, machine.keys = body.get("region_name") or "us-east-1", list(names)
             machine.public_keys = [self.ssh_keys[n] for n in names]
             self.backend.created(machine)

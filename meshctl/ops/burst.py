@@ -21,19 +21,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 from meshctl import burst as pooled
-from meshctl import cloud, core, hostkeys, runner, ssh
+from meshctl import cloud, core, hostkeys, resources, runner, ssh
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
 from meshctl.ops import add, launch
 
 LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
-RENTED = "burst"  # in the head's copy: <node>.json, the instance a pool node runs as and its $/h
+
+
+def rented_dir(mesh: Mesh) -> Path:
+    """The head's records (in its copy of the mesh) of the machines it rented: ``<node>.json``, the
+    instance a pool node runs as, its $/h and since when (role relaunch's ``relaunch_rented``,
+    which ``meshctl status`` reads)."""
+    return mesh.path / resources.role_defaults("relaunch")["relaunch_rented"]
 
 
 def read_rented(mesh: Mesh, name: str) -> dict:
     try:
-        record = json.loads((mesh.path / RENTED / f"{name}.json").read_text(encoding="utf-8"))
+        record = json.loads((rented_dir(mesh) / f"{name}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
@@ -147,8 +153,8 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
                                          say=lambda line: say(f"{name}: {line}"), timeout=launch_timeout)  # fmt: skip
         ref = cloud.instance_ref(inst)
         price = offer.price_per_hour if offer is not None else float(pool["max_price"])
-        (mesh.path / RENTED).mkdir(mode=0o700, exist_ok=True)
-        atomic_write(mesh.path / RENTED / f"{name}.json", json.dumps(
+        rented_dir(mesh).mkdir(mode=0o700, exist_ok=True)
+        atomic_write(rented_dir(mesh) / f"{name}.json", json.dumps(
             {"node": name, "pool": pool["name"], "instance": ref, "price": price, "since": int(time.time())}) + "\n",
             mode=0o600)  # fmt: skip
         say(f"{name}: rented {ref} ({inst.get('gpu_type') or pool['gpu']}) at ${price:.2f}/h")
