@@ -30,21 +30,21 @@ demo: venv engine cache
 # before CHECKS_AFTER seconds, at the latest CHECKS_AT_MOST): the lanes' first converges keep both
 # cores busy for their first minutes, where the checks would take CPU from them even at that
 # priority; started later they end beside the last lane, not after it (docs/testing.md has the
-# measured runs).
+# current figures).
 CHECKS_AFTER := 600
 CHECKS_AT_MOST := 1800
 test: venv engine cache images ready wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
-# The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "Where
-# the minutes go"): they use their own networks and container names, except the scenarios default
+# The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "The
+# lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
 # Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS. Lane molecule:
 # MOLECULE_SCENARIOS. Lane providers: PROVIDERS_E2E (one head between them: tests/e2e/rented.py),
 # then LATE_E2E, then PROVIDERS_SCENARIOS (none). The provider files wait on Slurm's power-saving
 # timers: in a lane of their own those waits fall beside the other lanes' work (with two lanes
 # both ended on them at once, the cores a quarter idle for their last minutes).
-# tests/unit/test_lanes.py checks every file and scenario has a lane.
+# tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py tests/e2e/test_pod.py
 E2E_SCENARIOS := tailscale

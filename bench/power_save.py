@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Power saving benchmark (issue 29): how long a job waits for a stopped rented node, and how soon
+"""Power saving benchmark: how long a job waits for a stopped rented node, and how soon
 an idle one is stopped.
 
 Runs tests/e2e/test_power_save.py (a head and a node that is a "Paperspace machine" of the

@@ -13,7 +13,7 @@ a process started afterwards inherits it), and reads each Docker container's `cp
 file appears, it writes OUT.json: the machine's busy CPU-seconds since it started, each lane's
 (the Ansible controllers, pytest, meshctl, ssh) and each container's by name (containers of the
 same name in two scenarios add up). What is in neither is the engine, the kernel's threads and
-whatever else ran. docs/testing.md ("Where the CPU goes") shows a run's figures.
+whatever else ran. docs/testing.md ("Where the time goes") names it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Usage: scripts/molecule_all.py [SCENARIO ...]   (every folder of molecule/ with 
 Every step that runs a playbook runs under Mitogen's strategy, as meshctl's own runs do
 (meshctl/runner.py): one Python per node for the whole run instead of a `docker exec` and a fresh
 interpreter per task (measured on the default scenario: converge 231 -> 186 s, idempotence
-94 -> 57 s; the tailscale scenario's prepare 44 -> 20 s; docs/testing.md). `molecule create` runs
+94 -> 57 s; the tailscale scenario's prepare 44 -> 20 s). `molecule create` runs
 the scenario's prepare too. create and destroy are this project's playbooks (molecule/resources/):
 the docker driver's own wait on async jobs, which Mitogen's strategy does not keep where they look.
 Before each scenario, MESHCTL_TESTBED_PIP says the pip environment its group_vars give the roles:

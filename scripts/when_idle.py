@@ -4,7 +4,7 @@
     python scripts/when_idle.py [--idle 0.15] [--window 180] [--after 600] [--at-most 1800]
 
 `make test` starts its checks (lint, sanity, unit tests) with this beside its two lanes: their first
-converges keep both cores busy for their first 15 minutes or so (runs 31 and 32: 0 % idle but for
+converges keep both cores busy for their first 15 minutes or so (measured: 0 % idle but for
 a minute here and there), and only later do the lanes leave the cores idle while they wait on
 daemons and timers (10-45 %): a minute's idle is not enough, three minutes' is.
 So the checks start once AFTER seconds have passed and the share of idle CPU time over the last

@@ -46,7 +46,7 @@ def _role_vars(role: str, name: str = "main") -> dict:
 
 
 # Every package list of the roles: (role, file under the role, variable, with recommends), where
-# the file is "defaults" or vars/NAME.yml. tests/unit/test_localmesh_ready.py checks that each
+# the file is "defaults" or vars/NAME.yml. tests/unit/testbed/test_localmesh_ready.py checks that each
 # `*_packages` variable of every role is here or in LEFT_OUT, so a new list is not forgotten.
 FROM_ROLES = (
     ("mesh_base", "defaults", "mesh_base_packages", True),

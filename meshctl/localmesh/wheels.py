@@ -57,8 +57,8 @@ CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # virtualenv has no bytecode a cache folder of its own (mlflow_venv_bytecode, measured
 # 2026-11-27). Not set where PyTorch is installed (Molecule's `default`): each training
 # process imports torch, 2.5 s more each time without its bytecode; a test run without it had a
-# verify 95 s longer and a converge 124 s shorter, one with it the other way round (docs/testing.md:
-# one run each, to be measured again). pip reads `--compile`'s own variable: PIP_COMPILE=0
+# verify 95 s longer and a converge 124 s shorter, one with it the other way round (one run
+# each, to be measured again). pip reads `--compile`'s own variable: PIP_COMPILE=0
 # (PIP_NO_COMPILE=1 compiles: pip inverts the values of its --no-* variables).
 NO_COMPILE = {"PIP_COMPILE": "0"}
 FILL_VERSION = "1"

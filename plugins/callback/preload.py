@@ -35,7 +35,7 @@ from ansible.utils.display import Display
 display = Display()
 
 COLLECTION = "meshctl.mesh"
-# Other collections' Jinja plugins the roles and playbooks use, by kind (tests/unit/test_preload.py
+# Other collections' Jinja plugins the roles and playbooks use, by kind (tests/unit/collection/test_preload.py
 # checks that every one they name is here).
 OTHERS = {
     "filter": ("ansible.utils.ipaddr", "ansible.utils.ipv4"),

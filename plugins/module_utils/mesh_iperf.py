@@ -8,7 +8,7 @@ The server outlives the task that starts it (the other nodes measure against it 
 task), so it is started with subprocess.Popen in a new session, not with run_command (which
 waits for the command's end); its PID file is trusted only for a process that is still our
 ``timeout ... iperf3`` (``ours``): never signal a PID the file was lying about. Plain functions,
-no Ansible (tests/unit/test_doctor.py).
+no Ansible (tests/unit/meshctl/test_doctor.py).
 """
 
 from __future__ import annotations

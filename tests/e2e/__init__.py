@@ -40,7 +40,7 @@ def wait_for(what, seconds: float, step: float = 2):
 # What the end-to-end beds leave out of a mesh's defaults, as a user may: one MLflow worker, no
 # PyTorch in the job environment and no MPI (no job of theirs trains or runs MPI: Molecule's
 # `default` scenario installs both and runs DDP and MPI jobs, verify_training.yml). MPI alone is
-# Open MPI and its libraries on every node (issue 39: checks at the level they need).
+# Open MPI and its libraries on every node (checks at the level they need).
 BED_SETTINGS = "mlflow_workers: 1\njob_env_torch: ''\njob_env_mpi: false\n"
 
 

@@ -6,7 +6,7 @@ be reached here), with a job user (`alice`: she submits the jobs, root runs none
 accounting, a global SuspendTime of an hour (only a node's own idle time, its partition's
 SuspendTime, stops it within a test) and the test bed's pip settings. `meshctl init` sets the head
 up once; each file then adds its rented nodes to that mesh and takes them out again at its end,
-leaving the head as it found it (issue 59). The stand-in provider APIs listen on the network's
+leaving the head as it found it. The stand-in provider APIs listen on the network's
 gateway, where the head's power program reaches them.
 
 meshctl's runs here are the opt-in Mitogen ones (tests/e2e/__init__.py). The head's suite is
@@ -161,7 +161,7 @@ FRESH_BOOT = (
 )
 
 # A new Lambda instance: Lambda's user with sudo, and slurmd under the boot clock. From the ready
-# image (slurmd installed, nothing of the mesh: issue 59) as on n1; from the bare one (Debian 13's
+# image (slurmd installed, nothing of the mesh) as on n1; from the bare one (Debian 13's
 # bed), where Debian's package installs it later as /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is
 # an alternative for, the clock is laid at /usr/sbin/slurmd first (update-alternatives leaves it).
 VM_USER = (

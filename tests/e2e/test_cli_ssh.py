@@ -255,7 +255,7 @@ def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
         done.set()
         watcher.join()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    # Issue 36: n1's server ran as nobody, on its mesh address only, ending by itself at the latest.
+    # n1's server ran as nobody, on its mesh address only, ending by itself at the latest.
     servers = [line for line in seen if " --server" in line]
     assert servers and all(line.split()[0] == "nobody" for line in servers), seen
     assert any(f"--bind {N1}" in line for line in servers) and any("timeout 900" in line for line in servers), seen
@@ -270,7 +270,7 @@ def test_doctor_measures_the_link_between_the_nodes_and_tries_an_allreduce(bed):
     table = bed.meshctl("doctor")
     assert table.returncode == 0 and "Links (iperf3" in table.stdout and "all-reduce: no PyTorch" in table.stdout
     # A node whose measurement fails (the head's iperf3 client prints what is no text: the module
-    # fails) still stops its server, as does every other node: the always block (issue 36).
+    # fails) still stops its server, as does every other node: the always block.
     wrapper = "case \" $* \" in *' --client '*) printf '\\377\\376'; exit 1 ;; esac; exec /usr/bin/iperf3.real \"$@\""
     bed.on_head(f"mv /usr/bin/iperf3 /usr/bin/iperf3.real && printf '%s\\n' '#!/bin/sh' {shlex.quote(wrapper)} "
                 "> /usr/bin/iperf3 && chmod 755 /usr/bin/iperf3")  # fmt: skip
@@ -410,7 +410,7 @@ def test_corrupt_mesh_yml_is_refused_untouched(bed):
 def test_dry_run_changes_nothing(bed):
     before = bed.digest()
     # Plain Ansible: under Mitogen the apt module cannot fall back to another interpreter in check
-    # mode on a bare node without python3-apt (run 23, 2026-11-27; mitogen#849, meshctl/runner.py).
+    # mode on a bare node without python3-apt (mitogen#849, meshctl/runner.py).
     result = bed.meshctl("add-node", f"root@{N2}", "--name", "n2", "--ssh-key", str(bed.key), "--dry-run")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "100.100.30.12/32" in result.stdout  # the head's diff: the export list gains n2
@@ -690,7 +690,7 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
                                  check=True).stdout  # fmt: skip
         assert on_node == new, name
         assert munge_starts(container) == starts[name] + 1, name  # one restart each
-    # Survived: still running, or (a rotation slower than its sleep, CI run 39) ended as it would have.
+    # Survived: still running, or (a rotation slower than its sleep, seen on CI) ended as it would have.
     state = f"scontrol show job {job} | grep -o 'JobState=[A-Z]*' | cut -d= -f2"
     assert bed.on_head(state).strip() in ("RUNNING", "COMPLETING", "COMPLETED")
     assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
@@ -698,7 +698,7 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
     again = bed.meshctl("rotate-munge-key", env=MITOGEN)  # a second rotation: another key, again one restart each
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr
     assert bed.clear_secret("munge.key") != new
-    # The MLflow accounts were renewed with it (issue 36): every holder's file has a new password,
+    # The MLflow accounts were renewed with it: every holder's file has a new password,
     # which the server takes, and the old one (what a node that left would still hold) it refuses.
     assert accounts_before != mlflow_account("e2e-n1", JOB_USER) == mlflow_account("e2e-head", JOB_USER)
     assert mlflow_answer(JOB_USER, mlflow_account("e2e-n1", JOB_USER)) == 200
@@ -706,8 +706,8 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):
-    # Just after the munge rotations above, slurmctld may not have heard from a node yet (run 24,
-    # 2026-11-27: a job for n2 still PENDING after 30 s): both idle first, as Slurm says.
+    # Just after the munge rotations above, slurmctld may not have heard from a node yet (seen on
+    # CI: a job for n2 still PENDING after 30 s): both idle first, as Slurm says.
     for name in ("n1", "n2"):
         assert wait_state(bed, name, "idle") == "idle"
     other = bed.as_user("sbatch --parsable -w n2 --wrap 'sleep 600'").strip()
@@ -826,7 +826,7 @@ exec -a "$0" /usr/bin/python3.11.real "$@"
 
 
 def test_a_hostile_node_is_refused_by_name_and_runs_nothing_on_the_control_machine(bed):
-    """Issue 27: a node whose python3 rewrites what its modules return (facts made Jinja), and a facts
+    """A node whose python3 rewrites what its modules return (facts made Jinja), and a facts
     file such a node got recorded by an earlier meshctl, for apply --limit of another node, remove-node
     and add-node: each is refused naming the node, and no lookup ever runs here."""
     witness = bed.root / "pwned"

@@ -1,4 +1,4 @@
-"""A new user's first run (issue 28): `init`, then `apply --check` before anything was ever set up.
+"""A new user's first run: `init`, then `apply --check` before anything was ever set up.
 
 A Debian 12 head and a Debian 13 node, fresh from their images, no meshctl run on them yet. The
 dry runs must pass and change nothing (no package installed, no file written on the nodes); a

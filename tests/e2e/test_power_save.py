@@ -1,4 +1,4 @@
-"""Issue 29: Slurm's power saving through the providers' APIs, on one head and real daemons.
+"""Slurm's power saving through the providers' APIs, on one head and real daemons.
 
 One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider's instance
 (tests/cloud_standin.py, Docker backends, the stand-ins on the nodes' network gateway):
@@ -20,7 +20,7 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
   instance (found by the node's name) and reaches it; idle again it is terminated again; a launch
   Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
 
-One bed for both (one head converged once, issue 39), and that head is the rented machines' head
+One bed for both (one head converged once), and that head is the rented machines' head
 that test_pod.py uses too (tests/e2e/rented.py: set up once, the mesh over the Tailscale stand-in,
 which n1 and every Lambda instance carry as well; this file takes n1 and gpu2 out again at its
 end): the global SuspendTime is an hour, so only a node's own idle time (its partition's
@@ -301,7 +301,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     applied = meshctl(root, "apply", env=env)
     assert applied.returncode == 0, applied.stdout[-4000:] + applied.stderr
     assert f"gpu2: launched again by the head as lambda:{new[0].id}" in applied.stdout, applied.stdout[-3000:]
-    # Taken for gpu2 on the head's record of launching it (issue 36), with the host key the head met
+    # Taken for gpu2 on the head's record of launching it, with the host key the head met
     # there: the same key the machine shows, recorded before the control machine ever reached it.
     assert "with the host key(s) the head met on it" in applied.stdout
     record = json.loads(on_head("cat /var/lib/meshctl/control/relaunched/gpu2.json"))
@@ -324,7 +324,7 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     status = meshctl(root, "status", "--json", env=env)
     rows = {r["name"]: r for r in json.loads(status.stdout)["nodes"]}
     assert rows["gpu2"]["healthy"] is True and rows["n1"]["healthy"] is True, rows
-    # A rotation refreshes the head's copy of the secrets in the same run (issue 58): a later
+    # A rotation refreshes the head's copy of the secrets in the same run: a later
     # relaunch (apply --limit NODE on the head) would otherwise put the old munge key back.
     old_key = on_head("sha256sum < /var/lib/meshctl/control/secrets/munge.key")
     rotated = meshctl(root, "rotate-munge-key", env=env)
@@ -381,7 +381,7 @@ def test_idle_again_both_rest_again_and_a_launch_lambda_refuses_leaves_gpu2_down
 
 # A start the provider refuses (no capacity) leaves the node DOWN with the provider's reason: the
 # program's part (`scontrol update ... state=down reason=meshctl: paperspace could not start it: ...
-# out of capacity`) is tests/unit/test_power_save.py::test_a_refused_start_marks_the_node_down_with_the_
+# out of capacity`) is tests/unit/collection/test_power_save.py::test_a_refused_start_marks_the_node_down_with_the_
 # providers_reason; Slurm showing such a reason on real daemons is test_idle_again_both_rest_again_... above
 # (Lambda).
 
@@ -392,7 +392,7 @@ def as_slurm(command: str) -> str:
 
 
 def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folders(bed):
-    """Issue 36: meshctl's folder on the head is root's; root follows no link the slurm user lays in
+    """meshctl's folder on the head is root's; root follows no link the slurm user lays in
     its folders (the program's log, its state folders): one in place of a folder is removed."""
     root, env, _paperspace, _lambda = bed
     assert on_head("stat -c '%U %a' /var/lib/meshctl /var/lib/meshctl/control") == "root 755\nroot 700"
@@ -409,7 +409,7 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
     try:
         applied = meshctl(root, "apply", "--limit", NAME, env=env)
         assert on_head("stat -c '%U %G %a' /root/witness /root/witness.d") == "root root 600\nroot root 700"
-        # Issue 58: the link in place of the spool is removed, never followed, and the run goes on.
+        # The link in place of the spool is removed, never followed, and the run goes on.
         assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
         assert on_head("stat -c '%F %U %a' /var/lib/meshctl/power/relaunch") == "directory slurm 750"
     finally:  # the bed as it was: the slurm user's own files back, the head converged again
@@ -427,7 +427,7 @@ def relaunch_state() -> str:
 
 
 def test_the_relaunch_service_reads_no_fifo_or_link_the_slurm_user_lays_as_a_launch_spec(bed):
-    """Issue 36: the head's relaunch service (root) reads a node's launch spec from the slurm user's
+    """The head's relaunch service (root) reads a node's launch spec from the slurm user's
     folder only as a plain file: a FIFO there (which would hang root's read for up to an hour) and a
     link to a root-only file are refused at once; the node is marked down with why; root's file is
     neither read nor changed, and the service is not left running."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 58, on a bed node (run by molecule/resources/verify_trust_*.yml as root): lay links where
+"""On a bed node (run by molecule/resources/verify_trust_*.yml as root): lay links where
 users other than root could, at every name the roles write in folders such users may write; after
 a converge, say whether root followed any of them, and put back what was there.
 

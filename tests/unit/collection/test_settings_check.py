@@ -1,0 +1,95 @@
+"""site.yml checks the settings of every role it runs once per node (mesh_base `tasks_from:
+settings`) and imports the roles without their own validation task: a real ansible-playbook run
+on the control machine (no nodes), and the list it checks is the list site.yml imports."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from meshctl import resources
+from tests.unit.collection.test_role_validation import pulled_in_unvalidated
+
+BIN = Path(sys.executable).parent
+PLAY = """
+- name: Check settings
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Check the settings of these roles
+      ansible.builtin.import_role:
+        name: meshctl.mesh.mesh_base
+        rolespec_validate: false
+        tasks_from: settings
+      vars:
+        mesh_base_settings_roles: [mesh, mesh_base, job_users, slurm, mlflow]
+"""
+
+
+def check(tmp_path, settings: dict) -> subprocess.CompletedProcess:
+    (tmp_path / "play.yml").write_text(PLAY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER="auto_silent")  # fmt: skip
+    argv = [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml", "-e", json.dumps(settings)]
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_sound_settings_pass(tmp_path):
+    done = check(tmp_path, {"mesh_base_apt_cache_valid_time": 60, "slurm_accounting": True, "slurm_ready_timeout": 30})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def test_a_wrong_type_is_refused_naming_the_variable(tmp_path):
+    done = check(tmp_path, {"slurm_ready_timeout": "soon"})
+    assert done.returncode != 0
+    assert "slurm_ready_timeout" in done.stdout and "int" in done.stdout
+
+
+def test_a_setting_of_another_listed_role_is_checked_too(tmp_path):
+    done = check(tmp_path, {"mesh_base_packages": "curl"})  # a list, given as one string: converted, fine
+    assert done.returncode == 0, done.stdout[-3000:]
+    done = check(tmp_path, {"job_users_gid": "many"})
+    assert done.returncode != 0
+    assert "job_users_gid" in done.stdout
+
+
+def test_the_shared_defaults_of_role_mesh_are_checked_here(tmp_path):
+    """Role mesh's spec is not `main` (no play validates it by itself, about four rounds of every
+    node per run): this check is where a wrong mesh_* setting is refused."""
+    spec = yaml.safe_load((resources.roles_dir() / "mesh" / "meta" / "argument_specs.yml").read_text())
+    assert "main" not in spec["argument_specs"] and "mesh_pod" in spec["argument_specs"]["defaults"]["options"]
+    done = check(tmp_path, {"mesh_pod": "perhaps"})
+    assert done.returncode != 0
+    assert "mesh_pod" in done.stdout and "bool" in done.stdout
+
+
+def test_site_checks_exactly_the_roles_it_imports():
+    plays = yaml.safe_load(resources.playbook("site.yml").read_text())
+    imported, checked = set(), None
+    for play in plays:
+        for section in ("pre_tasks", "tasks", "post_tasks"):
+            for task in play.get(section) or []:
+                role = task.get("ansible.builtin.import_role")
+                if not role:
+                    continue
+                assert role.get("rolespec_validate") is False, f"{role['name']} validates again on every node"
+                if role.get("tasks_from") == "settings":
+                    checked = set(task["vars"]["mesh_base_settings_roles"])
+                elif "tasks_from" not in role:
+                    imported.add(role["name"].rsplit(".", 1)[-1])
+        assert "roles" not in play, f"play '{play.get('name')}' lists roles (each validates on every node)"
+    # and the roles those pull in unvalidated, and those pull in in turn (role slurm: mesh_facts,
+    # slurm_controller, which pulls in power_save and slurm_accounting; test_role_validation.py)
+    pulled, walked = set(), set()
+    while todo := (imported | pulled) - walked:
+        for role in todo:
+            walked.add(role)
+            for path in sorted((resources.roles_dir() / role / "tasks").glob("*.yml")):
+                pulled_in_unvalidated(yaml.safe_load(path.read_text()), pulled)
+    assert {"mesh_facts", "power_save", "slurm_controller", "slurm_accounting"} <= pulled
+    # and role mesh, which every role pulls in as a dependency (its spec's entry point is not `main`)
+    assert checked == imported | pulled | {"mesh"}

@@ -1,0 +1,138 @@
+"""meshctl usage: sacct's lines summed per user (GPU-hours, CPU-hours, cost at today's prices)."""
+
+import datetime
+
+import pytest
+
+from meshctl.errors import UsageError
+from meshctl.ops import usage
+from tests.conftest import FIXTURES
+
+
+def lines():
+    return (FIXTURES / "sacct" / "usage-parsable2.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "names"),
+    [
+        ("gpu1", ["gpu1"]),
+        ("gpu[1-3]", ["gpu1", "gpu2", "gpu3"]),
+        ("n[08-10],head", ["n08", "n09", "n10", "head"]),
+        ("gpu[1,3-4]", ["gpu1", "gpu3", "gpu4"]),
+        ("None assigned", []),
+        ("", []),
+    ],
+)
+def test_slurm_host_lists(hostlist, names):
+    assert usage.hostnames(hostlist) == names
+
+
+def test_alloc_tres_counts_gpus_once():
+    assert usage.tres("billing=8,cpu=8,gres/gpu:rtx_a5000=2,gres/gpu=2,mem=32000M,node=1") == {
+        "cpu": 8.0, "gpu": 2.0, "node": 1.0}  # fmt: skip
+
+
+def test_per_user_hours_and_cost_at_todays_prices():
+    gpus = {"gpu1": 2, "gpu2": 2, "head": 0, "cpu1": 0}
+    cpus = {"gpu1": 16, "gpu2": 16, "head": 8, "cpu1": 4}
+    prices = {"gpu1": 0.54, "gpu2": 0.54, "cpu1": 0.10}  # head: a desktop, no price
+    rows = {r.user: r for r in usage.summarize(lines(), gpus, cpus, prices)}
+    alice, bob, carol = rows["alice"], rows["bob"], rows["carol"]
+    assert alice.jobs == 2 and alice.gpu_hours == pytest.approx(2 * 1 + 4 * 0.5)
+    # 101: all of gpu1 for 1 h; 102: all of gpu1 and gpu2 for half an hour
+    assert alice.cost == pytest.approx(0.54 * 1 + 2 * 0.54 * 0.5) and alice.nodes == {"gpu1", "gpu2"}
+    assert bob.jobs == 2 and bob.cpu_hours == pytest.approx(4.0) and bob.cost == 0  # the head costs nothing
+    assert carol.cost == pytest.approx(0.10 * 0.25)  # all 4 CPUs of cpu1 for a quarter hour
+    assert [r.user for r in usage.summarize(lines(), gpus, cpus, prices)] == ["alice", "carol", "bob"]
+
+
+def test_a_line_that_is_not_one_is_skipped():
+    hostile = ["root|1|gpu1|abc|cpu=1|COMPLETED", "EVIL USER|2|gpu1|60|cpu=1|COMPLETED", "only|three|fields"]
+    assert usage.summarize(hostile, {}, {}, {}) == []
+
+
+def test_the_period_defaults_to_this_month_and_is_checked():
+    assert usage.period(None, None, datetime.date(2026, 11, 24)) == ("2026-11-01", "now")
+    assert usage.period("2026-10-01", "2026-11-01T12:00") == ("2026-10-01", "2026-11-01T12:00")
+    with pytest.raises(UsageError, match="--since 'last week' is not a date"):
+        usage.period("last week", None)
+    with pytest.raises(UsageError, match="is not a date"):
+        usage.period("2026-10-01; rm -rf /", None)
+    with pytest.raises(UsageError, match="'2026-13-01' is no day of the calendar"):
+        usage.period("2026-13-01", None)
+    # A --since after --until was sent to sacct, which answered an empty period.
+    with pytest.raises(UsageError, match="--since 2026-11-20 is after --until 2026-11-01"):
+        usage.period("2026-11-20", "2026-11-01")
+    with pytest.raises(UsageError, match="is after --until now"):
+        usage.period("2999-01-01", None)
+
+
+def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from meshctl import runner
+    from meshctl.cli import cli
+    from meshctl.mesh import Mesh
+    from meshctl.model import Node
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    mesh = Mesh(tmp_path)
+    mesh.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1"),
+               Node("gpu1", "100.64.0.2", state="active", mesh_address="100.64.0.2")], {})  # fmt: skip
+    calls = []
+    (tmp_path / "group_vars").mkdir(exist_ok=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: false\n")
+    refused = CliRunner().invoke(cli, ["usage", "--mesh", str(tmp_path)])
+    assert refused.exit_code == 2 and "set `slurm_accounting: true` in group_vars/all.yml" in refused.output
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\n")
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        calls.append((playbook, kw))
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 2}}, reports={"head": {"lines": lines()}})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    result = CliRunner().invoke(cli, ["usage", "--since", "2026-11-01", "--json", "--mesh", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [u["user"] for u in out["users"]] == ["alice", "bob", "carol"]  # no prices: by GPU-hours, then name
+    assert out["users"][0]["gpu_hours"] == 4.0 and out["since"] == "2026-11-01" and out["until"] == "now"
+    ((playbook, kw),) = calls
+    assert playbook == "usage.yml" and kw["limit"] == runner.limit_to(["head"])  # the head only
+    assert kw["extravars"] == {"slurm_accounting_usage_start": "2026-11-01", "slurm_accounting_usage_end": "now"}
+
+
+def test_usage_on_a_head_without_accounting_yet_says_to_apply_first(tmp_path):
+    """slurm_accounting set, never applied (no sacct on the head): the role's own words and the fix,
+    not the command module's "Error executing command". A real run, on this machine."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from meshctl import resources
+
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.import_role: {name: meshctl.mesh.slurm_accounting, tasks_from: usage,"
+        " rolespec_validate: false}\n"
+    )
+    if shutil.which("sacct", path="/usr/bin:/bin:/usr/sbin:/sbin"):
+        pytest.skip("this machine has sacct")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    collections = str(resources.collections_path(tmp_path / "c"))
+    env.update(PATH="/usr/bin:/bin:/usr/sbin:/sbin", ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))  # fmt: skip
+    settings = {"slurm_accounting": True, "slurm_accounting_usage_start": "2026-11-01",
+                "slurm_accounting_usage_end": "2026-11-28", "ansible_python_interpreter": sys.executable}  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play),
+            "-e", json.dumps(settings)]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "the head has no accounting yet (no sacct)" in done.stdout, done.stdout[-2000:] + done.stderr[-1000:]
+    assert "run `meshctl apply`" in done.stdout and "Error executing command" not in done.stdout

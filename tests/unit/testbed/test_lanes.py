@@ -1,0 +1,95 @@
+"""`make test` runs the e2e files and the Molecule scenarios in three lanes (Makefile `suites`):
+every scenario is in exactly one lane, LATE_E2E and PROVIDERS_E2E name e2e files that exist (in one
+lane each), and the scenarios that share container names (default and debian13: head, gpu1, cpu1)
+are in the same lane."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+LANES = ("E2E_SCENARIOS", "MOLECULE_SCENARIOS", "PROVIDERS_SCENARIOS")  # each lane's scenarios
+
+
+def make_list(name: str) -> list[str]:
+    found = re.search(rf"^{name} :=[ \t]*(.*)$", (REPO / "Makefile").read_text(), re.M)
+    assert found, f"the Makefile sets no {name}"
+    return found.group(1).split()
+
+
+def platforms(scenario: str) -> set[str]:
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text())
+    return {p["name"] for p in config.get("platforms", [])}
+
+
+def test_every_scenario_runs_in_exactly_one_lane():
+    scenarios = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
+    lanes = make_list("E2E_SCENARIOS") + make_list("MOLECULE_SCENARIOS") + make_list("PROVIDERS_SCENARIOS")
+    assert sorted(lanes) == scenarios
+
+
+def test_scenarios_of_different_lanes_share_no_container_name():
+    names = [set().union(*(platforms(s) for s in make_list(lane))) for lane in LANES]
+    assert names[1], names  # the e2e lane and the providers lane may run no scenario
+    for i, one in enumerate(names):
+        for other in names[i + 1 :]:
+            assert not one & other, (one & other, LANES)
+
+
+def test_the_late_and_the_providers_e2e_files_exist_each_in_one_lane():
+    late, providers = make_list("LATE_E2E"), make_list("PROVIDERS_E2E")
+    for files in (late, providers):
+        assert files and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in files)
+    assert not set(late) & set(providers)
+
+
+def subnets(scenario: str) -> set[str]:
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text())
+    return {c["subnet"] for p in config.get("platforms", []) for n in p.get("docker_networks", [])
+            for c in n.get("ipam_config", [])}  # fmt: skip
+
+
+def test_no_two_things_that_may_run_at_once_share_a_network():
+    # Docker refuses a network whose subnet overlaps another's: the e2e files (run one after the
+    # other in a lane, but beside the other lanes) and the scenarios of the lanes each have their own.
+    e2e = [m for path in sorted((REPO / "tests" / "e2e").glob("*.py"))
+           for m in re.findall(r'"(100\.100\.\d+\.0/24)"', path.read_text())]  # fmt: skip
+    lanes = [set().union(*(subnets(s) for s in make_list(lane))) for lane in LANES]
+    assert e2e and len(e2e) == len(set(e2e)), e2e
+    assert not set(e2e) & set().union(*lanes), (e2e, lanes)
+    for i, one in enumerate(lanes):
+        for other in lanes[i + 1 :]:
+            assert not one & other, (one & other, LANES)
+
+
+def test_the_e2e_runs_and_the_scenarios_get_the_same_ansible_settings_from_the_test_bed():
+    """tests/e2e/ansible.cfg (ANSIBLE_CONFIG of every meshctl run of the e2e files) and
+    .config/molecule/config.yml (merged under every molecule.yml) say the same, and nothing a role
+    decides: how often Ansible's main process looks for results. Molecule's also enables the preload
+    callback, which meshctl's runs enable themselves (meshctl/runner.py), and so does the lanes'
+    ANSIBLE_CALLBACKS_ENABLED, which wins over Molecule's setting."""
+    import configparser
+
+    from meshctl import runner
+
+    e2e = configparser.ConfigParser()
+    e2e.read(REPO / "tests" / "e2e" / "ansible.cfg")
+    base = yaml.safe_load((REPO / ".config" / "molecule" / "config.yml").read_text())
+    assert set(base) == {"provisioner"} and set(base["provisioner"]) == {"config_options"}
+    molecule = base["provisioner"]["config_options"]
+    assert molecule == {"defaults": {"internal_poll_interval": 0.01, "callbacks_enabled": runner.PRELOAD_CALLBACK}}
+    assert {s: dict(e2e[s]) for s in e2e.sections()} == {"defaults": {"internal_poll_interval": "0.01"}}
+    lanes = re.search(r"ANSIBLE_CALLBACKS_ENABLED=(\S+)", (REPO / "Makefile").read_text())
+    assert lanes and runner.PRELOAD_CALLBACK in lanes[1].split(",")
+
+
+def test_each_meshctl_run_enables_the_preload_beside_what_the_environment_enables(monkeypatch):
+    from meshctl import runner
+
+    monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
+    assert runner.callbacks_enabled() == "meshctl.mesh.preload"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks, ")
+    assert runner.callbacks_enabled() == "ansible.posix.profile_tasks,meshctl.mesh.preload"
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "meshctl.mesh.preload,ansible.posix.profile_tasks")
+    assert runner.callbacks_enabled() == "meshctl.mesh.preload,ansible.posix.profile_tasks"

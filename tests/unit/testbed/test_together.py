@@ -1,0 +1,40 @@
+"""scripts/together: both lanes of `make test` at once, and what failed said where CI shows it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "together"
+
+
+def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TOGETHER_FAILED": str(tmp_path / "failed.txt")}
+    return subprocess.run(
+        [str(SCRIPT), *argv], capture_output=True, text=True, env=env, cwd=SCRIPT.parents[1], check=False
+    )
+
+
+def test_a_failed_lane_is_named_with_its_error_lines_in_the_output_and_the_file(tmp_path):
+    done = run(
+        tmp_path,
+        "good", "echo fine",
+        "bad", "echo 'TASK [Start slurmd]'; echo 'fatal: [n1]: FAILED! => {}'; echo noise; exit 3",
+    )  # fmt: skip
+    assert done.returncode == 1
+    summary = (tmp_path / "failed.txt").read_text()
+    assert summary.splitlines() == [
+        "==> what failed in bad (its last error lines):",
+        "[bad] TASK [Start slurmd]",
+        "[bad] fatal: [n1]: FAILED! => {}",
+        "==> failed: bad",
+    ]
+    assert done.stdout.rstrip().endswith(summary.rstrip())
+    assert "[good " in done.stdout and "fine" in done.stdout
+
+
+def test_lanes_that_pass_write_no_summary(tmp_path):
+    done = run(tmp_path, "a", "true", "b", "echo b")
+    assert done.returncode == 0
+    assert not (tmp_path / "failed.txt").exists()
