@@ -7,7 +7,8 @@ Reads the package's sources (no import is executed), counts `import meshctl.x`, 
 and `from meshctl.x import y` at any depth of a module (a function-level import is an import too), and
 prints one line per module: its layer and the meshctl modules it imports. Then each import circle
 (strongly connected component of more than one module), or "no import circle", each import of a
-module from a higher layer (LAYERS, docs/architecture.md), or "no upward import", and each reach of
+module from a higher layer (LAYERS, docs/architecture.md), or "no upward import", each import of a
+command past what a command may use (COMMAND_IMPORTS: its operations, options, display), and each reach of
 the collection's Python (an ``ansible_collections`` import, a ``resources.plugin`` call) outside
 meshctl.core, the shared core's one door. Exit 1 when there is a circle, an upward import, a module
 in no layer, or a reach around the shared core.
@@ -36,6 +37,12 @@ LAYERS = (
     ("shared core", ("meshctl.core",)),
     ("base", ("meshctl.errors", "meshctl.resources")),
 )  # fmt: skip
+# What a command (meshctl.commands.*) may import: it parses, calls its operation, prints. The
+# store, the providers, the model and the Ansible session are the operations' (meshctl.ops.work is
+# their one way to the store); the Ansible runner's Progress is the reporter a command supplies.
+COMMAND_IMPORTS = ("meshctl", "meshctl.display", "meshctl.errors", "meshctl.options", "meshctl.completion",
+                   "meshctl.runner", "meshctl.ops", "meshctl.ops.*")  # fmt: skip
+COMMANDS = "meshctl.commands.*"
 # The one module that imports the collection's Python (the shared core, plugins/); nothing else in
 # meshctl imports it or loads it by name (resources.plugin): they import meshctl.core.
 CORE = "meshctl.core"
@@ -150,6 +157,12 @@ def upward(edges: dict[str, set[str]], layers=LAYERS) -> list[tuple[str, str]]:
     return found
 
 
+def beside_the_operations(edges: dict[str, set[str]], allowed=COMMAND_IMPORTS) -> list[tuple[str, str]]:
+    """(command, what it imports) for every import of a command outside ALLOWED."""
+    return [(name, other) for name in sorted(edges) if layer_of(name, (("", (COMMANDS,)),)) == 0
+            for other in sorted(edges[name]) if layer_of(other, (("", allowed),)) is None]  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     edges = graph()
     unplaced = sorted(name for name in edges if layer_of(name) is None)
@@ -171,12 +184,17 @@ def main(argv: list[str]) -> int:
         print("no upward import")
     for name in unplaced:
         print(f"in no layer: {name} (add it to LAYERS in scripts/import_graph.py)")
+    beside = beside_the_operations(edges)
+    for name, other in beside:
+        print(f"a command reaches past its operation: {name} imports {other} (ask meshctl.ops for it)")
+    if not beside:
+        print("every command imports only operations, options and display")
     around = around_the_core()
     for name, what in around:
         print(f"around the shared core: {name}: {what} (import it from {CORE})")
     if not around:
         print(f"the collection's Python reached through {CORE} only")
-    return 1 if circles or ups or unplaced or around else 0
+    return 1 if circles or ups or unplaced or around or beside else 0
 
 
 if __name__ == "__main__":

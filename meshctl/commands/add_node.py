@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from meshctl import cloud, display, runner
-from meshctl.mesh import Mesh
-from meshctl.ops import add
+from meshctl import display, runner
+from meshctl.ops import add, work
 from meshctl.options import (
     mesh_address_option,
     mesh_option,
@@ -35,22 +34,22 @@ def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, 
     Several machines are checked first, all of them, and then set up together: one failed check
     adds none of them.
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock(f"add-node {' '.join(targets)}", wait=wait):
-        nodes, mesh_vars = mesh.load()
-        plans = add.plan_adds(mesh, nodes, targets, name, provider, ssh_key, address, mesh_vars,
+    with work.changing(mesh_dir, f"add-node {' '.join(targets)}", wait) as w:
+        plans = add.plan_adds(w.mesh, w.nodes, targets, name, provider, ssh_key, address, w.mesh_vars,
                               on_plan=lambda plan: display.preflight_table(plan.report))  # fmt: skip
         for plan in plans:
             what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
             kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""
             display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
             if plan.cloud == "COMMUNITY":
-                display.echo(cloud.THIRD_PARTY_HOST)
-        result = add.add_node(mesh, nodes, mesh_vars, plans, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
+                display.echo(add.THIRD_PARTY_HOST)
+        result = add.add_node(
+            w.mesh, w.nodes, w.mesh_vars, plans, runner.Progress(), dry_run=dry_run, verbosity=verbosity
+        )
     for note in result.notes:
         display.echo(note)
     names = ", ".join(plan.node.name for plan in plans)
     if dry_run:
-        display.echo(f"dry run done: nothing was changed on {names} or in {mesh.inventory.name}")
+        display.echo(f"dry run done: nothing was changed on {names} or in {w.mesh.inventory.name}")
     else:
         display.echo(f"{names} {'is' if len(plans) == 1 else 'are'} active; `meshctl status` shows the mesh")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display, runner
-from meshctl.mesh import Mesh
-from meshctl.ops import apply
+from meshctl.ops import apply, work
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -23,10 +22,8 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
 
     Nodes that cannot be reached are listed and the others converged (exit 7, partial).
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock("apply", wait=wait):
-        nodes, mesh_vars = mesh.load()
-        result = apply.apply(mesh, nodes, mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+    with work.changing(mesh_dir, "apply", wait) as w:
+        result = apply.apply(w.mesh, w.nodes, w.mesh_vars, runner.Progress(), limit, check, diff, verbosity)
     for note in result.notes:
         display.echo(note)
     if not check:

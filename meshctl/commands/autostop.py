@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display
-from meshctl.mesh import Mesh
 from meshctl.ops import autostop as autostop_op
+from meshctl.ops import work
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -24,6 +24,6 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
     only, and only when its power plan changes: Slurm's power saving lives there.
     """
     autostop_op.seconds_of(duration)  # a bad duration is refused before the mesh is looked for
-    done = autostop_op.autostop(Mesh.find(mesh_dir), name, duration, wait=wait, verbosity=verbosity)
+    done = autostop_op.autostop(work.find(mesh_dir), name, duration, wait=wait, verbosity=verbosity)
     said = f"stopped after {duration} idle ({done.seconds} s)" if done.seconds else "never stopped when idle"
     display.echo(f"{name}: {said}" + ("" if done.converged else " (the head's power plan was already so: nothing run)"))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from meshctl import burst as pooled
-from meshctl import cloud, core, display
-from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
+from meshctl import display
 from meshctl.ops import burst as burst_op
+from meshctl.ops import work
 from meshctl.options import group_mesh_option, mesh_option, quiet_verbose_option, verbose_option, wait_option
 
 
@@ -19,24 +17,13 @@ def command() -> None:
     """Burst pools: a job that fits no node rents the cheapest machine that fits, given back when idle."""
 
 
-def _idle(text: str) -> int:
-    power = core.power_save
-    try:
-        seconds = power.duration_seconds(text)
-    except power.PowerSaveError as exc:
-        raise UsageError(str(exc).replace("idle_stop", "--idle"), hint="write it as 10m, 1h or 600s") from None
-    if not seconds:
-        raise UsageError("--idle must be a time: a pool machine is always given back when idle", hint="e.g. --idle 10m")
-    return seconds
-
-
 @command.command("add")
 @click.argument("name")
 @click.option("--gpu", required=True, help="The GPU and how many per machine: TYPE:N (H100:1, A10, RTX 4090:2).")
-@click.option("--max-nodes", type=click.IntRange(1, core.mesh_burst.MAX_NODES), required=True,
+@click.option("--max-nodes", type=click.IntRange(1, burst_op.MAX_NODES), required=True,
               help="At most this many machines rented at once (nodes NAME-1..K).")  # fmt: skip
 @click.option("--max-price", type=float, required=True, help="At most this many dollars an hour per machine.")
-@click.option("--provider", "providers", multiple=True, type=click.Choice(["any", *cloud.PROVIDERS]),
+@click.option("--provider", "providers", multiple=True, type=click.Choice(["any", *burst_op.PROVIDERS]),
               help="Rent from these only (repeat it); any (the default): every account the mesh has.")  # fmt: skip
 @click.option("--idle", default="10m", show_default=True, help="A machine idle this long is terminated.")
 @click.option("--cpus", type=click.IntRange(1, 4096), help="CPUs every machine of the pool has at least (default 1).")
@@ -49,17 +36,16 @@ def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_
     """Declare pool NAME: MAX_NODES Slurm nodes NAME-1..K with GPU, in the default partition after every
     other node and in a partition NAME. A job for them rents the cheapest offer within --max-price
     (and burst_max_spend); idle for --idle, the machine is terminated. Converges the head only."""
-    seconds = _idle(idle)
-    mesh = Mesh.find(mesh_dir)
+    seconds = burst_op.idle_seconds(idle)
+    mesh = work.find(mesh_dir)
 
     def record_of(_nodes, mesh_vars):
         return burst_op.pool_record(mesh, mesh_vars, name, gpu, max_nodes, max_price, list(providers), seconds, cpus,
                                     memory_gb, display.echo)  # fmt: skip
 
     record = burst_op.add_pool(mesh, record_of, wait=wait, verbosity=verbosity)
-    nodes = core.mesh_burst.hostlist(record)
-    display.echo(f"pool {name}: Slurm nodes {nodes} (partition {name}), each {record['gpus']} x {record['gpu']} "
-                 f"(--gres=gpu:{core.mesh_burst.gres_type(record['gpu'])}:{record['gpus']}) at most "
+    display.echo(f"pool {name}: Slurm nodes {burst_op.hostlist(record)} (partition {name}), each {record['gpus']} x "
+                 f"{record['gpu']} (--gres={burst_op.gres(record)}) at most "
                  f"${record['max_price']:.2f}/h, terminated after {idle} idle")  # fmt: skip
 
 
@@ -68,19 +54,16 @@ def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_
 @mesh_option
 def list_(mesh_dir) -> None:
     """The pools, their nodes and limits."""
-    mesh = Mesh.find(mesh_dir)
-    _nodes, mesh_vars = mesh.load()
-    every = pooled.pools(mesh_vars)
+    every, limit = burst_op.listing(mesh_dir)
     if not every:
         display.echo("no burst pool: `meshctl burst add NAME --gpu H100:1 --max-nodes 2 --max-price 3`")
         return
-    rows = [[p["name"], core.mesh_burst.hostlist(p), f"{p['gpus']} x {p['gpu']}",
-             f"gpu:{core.mesh_burst.gres_type(p['gpu'])}:{p['gpus']}", f"${float(p['max_price']):.2f}/h",
+    rows = [[p["name"], burst_op.hostlist(p), f"{p['gpus']} x {p['gpu']}", burst_op.gres(p),
+             f"${float(p['max_price']):.2f}/h",
              ",".join(p["providers"]), f"{p['idle']} s", f"{p['cpus']} / {p['memory_mb']} MiB"]
             for p in every]  # fmt: skip
     display.table("Burst pools", ["pool", "nodes", "GPUs", "gres", "max $/h", "providers", "idle", "CPUs / memory"],
                   rows)  # fmt: skip
-    limit = pooled.limit_of(mesh, mesh_vars)
     display.echo(f"burst_max_spend: ${limit:.2f}/h for every pool machine up together" if limit is not None else
                  "burst_max_spend: not set (each pool at most max-nodes x max-price)")  # fmt: skip
 
@@ -92,5 +75,5 @@ def list_(mesh_dir) -> None:
 @verbose_option
 def remove(name, mesh_dir, wait, verbosity) -> None:
     """Take pool NAME out: the machines it holds are terminated (their jobs end), its nodes leave Slurm."""
-    done = burst_op.remove_pool(Mesh.find(mesh_dir), name, display.echo, wait=wait, verbosity=verbosity)
+    done = burst_op.remove_pool(work.find(mesh_dir), name, display.echo, wait=wait, verbosity=verbosity)
     display.echo(f"pool {name}: removed" + (f"; terminated {', '.join(done)}" if done else "; it held no machine"))

@@ -10,8 +10,8 @@ import click
 
 from meshctl import display, runner
 from meshctl.errors import PartialError
-from meshctl.mesh import Mesh
 from meshctl.ops import doctor as doctor_lib
+from meshctl.ops import work
 from meshctl.options import json_option, mesh_option, verbose_option
 
 
@@ -30,10 +30,9 @@ def command(as_json, mesh_dir, verbosity) -> None:
     Takes a few seconds per pair of nodes; changes nothing on the nodes. Exit 7 when a node
     could not be measured.
     """
-    mesh = Mesh.find(mesh_dir)
-    nodes, mesh_vars = mesh.load()
+    w = work.reading(mesh_dir)
     progress = runner.Progress(out=io.StringIO(), live=False) if as_json else runner.Progress()
-    links, allreduce, problems = doctor_lib.doctor(mesh, nodes, mesh_vars, progress, verbosity)
+    links, allreduce, problems = doctor_lib.doctor(w.mesh, w.nodes, w.mesh_vars, progress, verbosity)
     if as_json:
         display.echo(json.dumps({"links": [asdict(link) for link in links], "allreduce": asdict(allreduce),
                                  "problems": problems}, indent=2))  # fmt: skip

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from meshctl import completion, display, hostkeys
-from meshctl.mesh import Mesh
-from meshctl.model import node_named
+from meshctl import completion, display
+from meshctl.ops import forget_host_key
 from meshctl.options import mesh_option, quiet_verbose_option, wait_option
 
 
@@ -21,11 +20,7 @@ def command(name, mesh_dir, wait) -> None:
     For a machine that was re-rented or rebuilt at the same address: meshctl refuses a changed key
     until this is run. Only the mesh's own known_hosts changes.
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock(f"forget-host-key {name}", wait=wait):
-        nodes, _ = mesh.load()
-        node = node_named(nodes, name)
-        gone = hostkeys.forget(mesh.known_hosts, node.host, node.port)
+    node, gone = forget_host_key.forget(mesh_dir, name, wait)
     if not gone:
         display.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
         return

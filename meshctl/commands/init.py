@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from meshctl import display, tailnet, vault
+from meshctl import display
 from meshctl.ops import importing, init
 from meshctl.options import mesh_address_option, provider_option, quiet_verbose_option, ssh_key_option
 
@@ -53,14 +53,14 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
         raise click.UsageError("pass --head (the controller node) or --from-inventory FILE, one of them")
     if inventory_file and (name or ssh_key or address):
         raise click.UsageError("with --from-inventory, names, keys and addresses come from the inventory")
-    chosen_vault = vault.vault_id_from_options(vault_password_file, vault_id)
+    chosen_vault = init.vault_id(vault_password_file, vault_id)
     others = foreign_entries(Path(directory))
     if others:
         shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
         display.echo(f"note: {directory} already holds {shown}: the mesh's files go beside them (mesh.yml, "
                      "group_vars/, secrets/; .gitignore keeps secrets/ and logs/ out of git); "
                      "`meshctl init NEW_FOLDER` keeps the mesh apart", err=True)  # fmt: skip
-    key = tailnet.read_key(authkey_file, None) if authkey_file else None
+    key = init.read_authkey(authkey_file) if authkey_file else None
     if inventory_file:
         mesh, nodes, reports = importing.init_from_inventory(
             Path(directory), Path(inventory_file), head_group, compute_group, provider,
@@ -82,7 +82,7 @@ def command(directory, head, inventory_file, head_group, compute_group, name, ss
     display.echo(f"mesh created in {mesh.path} with head {node.name} ({node.host}, pending)")
     if key is not None:
         how = "vault-encrypted, 0600" if chosen_vault else "0600"
-        display.echo(f"nodes will join the tailnet with the key stored in {tailnet.key_path(mesh)} ({how})")
+        display.echo(f"nodes will join the tailnet with the key stored in {init.authkey_path(mesh)} ({how})")
     if chosen_vault:
         display.echo(f"secrets/ is encrypted with Ansible Vault ({chosen_vault}): it may be committed to git")
     display.echo("next: meshctl add-node [USER@]HOST  (or `meshctl apply` to set up the head alone)")

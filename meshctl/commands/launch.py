@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import click
 
-from meshctl import cloud, display
-from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
-from meshctl.model import check_name
+from meshctl import display
 from meshctl.ops import launch as launch_op
+from meshctl.ops import work
 from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 
 
 @click.command("launch")
-@click.argument("provider", required=False, type=click.Choice(cloud.PROVIDERS))
+@click.argument("provider", required=False, type=click.Choice(launch_op.PROVIDERS))
 @click.option("--type", "kind",
               help="Instance type (Lambda: gpu_1x_a10), GPU type id (Runpod: NVIDIA RTX A5000) or machine type "
               "(Paperspace: A4000).")  # fmt: skip
 @click.option("--gpu", help="Rent the cheapest available offer of this GPU instead of naming a type: H100:8, A10.")
-@click.option("--provider", "only", type=click.Choice([*cloud.PROVIDERS, "any"]), default="any", show_default=True,
+@click.option("--provider", "only", type=click.Choice([*launch_op.PROVIDERS, "any"]), default="any", show_default=True,
               help="With --gpu: the provider to rent from.")  # fmt: skip
 @click.option("--max-price", type=click.FloatRange(min=0), help="With --gpu: the most $/h the machine may cost.")
 @click.option("--name", required=True, help="The instance's name at the provider, and the node's name.")
@@ -30,7 +28,7 @@ from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option
 @click.option("--ssh-key-name", "ssh_key_names", multiple=True, help="Lambda: a key registered at Lambda.")
 @click.option("--template-id", help="Paperspace: the OS template's id.")
 @click.option("--image", help="Runpod: the container image (default: an official PyTorch image that starts sshd).")
-@click.option("--cloud", "cloud_type", type=click.Choice(cloud.CLOUDS, case_sensitive=False),
+@click.option("--cloud", "cloud_type", type=click.Choice(launch_op.CLOUDS, case_sensitive=False),
               help="Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by "
               "third parties).")  # fmt: skip
 @yes_option
@@ -42,26 +40,19 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
             ssh_key, mesh_dir, wait, verbosity) -> None:  # fmt: skip
     """Create an instance at PROVIDER (or the cheapest offer of --gpu), wait for its SSH, and add it as
     node NAME (as add-node does). Asks before renting unless -y."""
-    check_name(name)
-    if gpu and (provider or kind):
-        raise UsageError("--gpu picks the provider and the type itself", hint="pass either --gpu or PROVIDER --type")
-    if not gpu and not (provider and kind):
-        raise UsageError("say what to rent", hint="`meshctl launch PROVIDER --type T --name N`, or "
-                         "`meshctl launch --gpu H100:8 --name N` for the cheapest offer")  # fmt: skip
     options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image,
                "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
-    request = launch_op.Request(name, provider, kind, gpu, only, max_price, options, ssh_key)
-    mesh = Mesh.find(mesh_dir)
-    nodes, mesh_vars = mesh.load()
-    chosen = launch_op.plan(mesh, nodes, mesh_vars, request, say=display.echo,
+    request = launch_op.new_request(name, provider, kind, gpu, only, max_price, options, ssh_key)
+    w = work.reading(mesh_dir)
+    chosen = launch_op.plan(w.mesh, w.nodes, w.mesh_vars, request, say=display.echo,
                             warn=lambda line: display.echo(line, err=True))  # fmt: skip
     if chosen.third_party:
-        display.echo(cloud.THIRD_PARTY_HOST)
+        display.echo(launch_op.THIRD_PARTY_HOST)
     cost = f" at ${chosen.price:.2f}/h" if chosen.price is not None else " (its price: not listed by the provider)"
     count = len(chosen.candidates)
     more = f" (or the next of {count} offers if it cannot be rented)" if count > 1 else ""
-    confirm(f"rent a {chosen.kind} at {cloud.capabilities(chosen.provider).title}{cost}{more} as {name}? It bills "
+    confirm(f"rent a {chosen.kind} at {chosen.title}{cost}{more} as {name}? It bills "
             "until it is stopped or deleted", yes)  # fmt: skip
-    launch_op.launch(mesh, mesh_vars, chosen, request, say=display.echo, wait=wait, verbosity=verbosity,
+    launch_op.launch(w.mesh, w.mesh_vars, chosen, request, say=display.echo, wait=wait, verbosity=verbosity,
                      preflight_table=display.preflight_table)  # fmt: skip
     display.echo(f"{name} is active; `meshctl status` shows the mesh")

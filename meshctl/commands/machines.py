@@ -7,31 +7,28 @@ import json
 
 import click
 
-from meshctl import burst, cloud, display
-from meshctl.mesh import Mesh
+from meshctl import display
+from meshctl.ops import accounts
+from meshctl.ops import machines as machines_op
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 
 @click.command("machines")
 @quiet_verbose_option
-@click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's instances.")
+@click.option("--provider", type=click.Choice(accounts.PROVIDERS), help="Only this provider's instances.")
 @json_option
 @mesh_option
 def command(provider, as_json, mesh_dir) -> None:
     """Instances at the providers: status, SSH address, GPUs, $/h, and the mesh node each is."""
-    mesh = Mesh.find(mesh_dir)
-    nodes, mesh_vars = mesh.load()
-    rows, problems = cloud.machines(mesh, nodes, mesh_vars, provider)
-    rows = burst.pool_machines(rows, mesh_vars)  # a burst pool's machine is its node's, though not in mesh.yml
-    total, forgotten = cloud.costing(rows)
+    found = machines_op.machines(mesh_dir, provider)
+    rows, problems, total, forgotten = found.rows, found.problems, found.total, found.forgotten
     if as_json:
-        machines = [{**dataclasses.asdict(r), "stopped_bills": cloud.capabilities(r.provider).stopped_bills
-                     if r.status == "stopped" else ""} for r in rows]  # fmt: skip
+        machines = [{**dataclasses.asdict(r), "stopped_bills": found.stopped_bills(r)} for r in rows]
         out = {"machines": machines, "cost_per_hour": total,
                "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
-    elif not cloud.configured(mesh):  # nothing to list or price: only what to do
-        display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
+    elif not found.configured:  # nothing to list or price: only what to do
+        display.echo(f"no provider accounts: {accounts.ADD_ACCOUNT}")
     else:
         display.table(
             "Machines",
@@ -56,10 +53,9 @@ def command(provider, as_json, mesh_dir) -> None:
         display.echo(f"running: ${total:.2f}/h{unknown}" + (f"; {len(forgotten)} cost money outside the mesh "
                      "(`meshctl add-node PROVIDER:NAME`, or delete them)" if forgotten else ""))  # fmt: skip
         for r in rows:  # stopped is not free: what bills on, as each provider's document says
-            if r.status == "stopped" and cloud.capabilities(r.provider).stopped_bills:
+            if found.stopped_bills(r):
                 display.echo(f"{r.provider}:{r.id} ({r.node or r.name}) is stopped; still billed: "
-                             f"{cloud.capabilities(r.provider).stopped_bills}")  # fmt: skip
+                             f"{found.stopped_bills(r)}")  # fmt: skip
         if any(r.cloud == "COMMUNITY" for r in rows):
-            display.echo(cloud.THIRD_PARTY_HOST)
-    asked = [provider] if provider else cloud.configured(mesh)
-    cloud.raise_for_problems(problems, len(asked) - len(problems), "machines")
+            display.echo(accounts.THIRD_PARTY_HOST)
+    found.raise_for_problems()

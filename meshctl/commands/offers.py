@@ -7,15 +7,16 @@ import json
 
 import click
 
-from meshctl import cloud, display
-from meshctl.mesh import Mesh
+from meshctl import display
+from meshctl.ops import accounts
+from meshctl.ops import machines as machines_op
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
 
 @click.command("offers")
 @quiet_verbose_option
 @click.option("--gpu", help="Only this GPU, with a count when it matters: H100, H100:8, A10, 'RTX 4090'.")
-@click.option("--provider", type=click.Choice(cloud.PROVIDERS), help="Only this provider's offers.")
+@click.option("--provider", type=click.Choice(accounts.PROVIDERS), help="Only this provider's offers.")
 @click.option("--all", "show_all", is_flag=True, help="Also what is not available now.")
 @json_option
 @mesh_option
@@ -26,12 +27,9 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
     availability, Secure and Community Cloud apart (a pod of N GPUs costs N times one). `meshctl launch
     --gpu TYPE:N` rents the cheapest available one.
     """
-    mesh = Mesh.find(mesh_dir)
-    _nodes, mesh_vars = mesh.load()
-    wanted, count = cloud.parse_gpu(gpu)
-    rows, problems = cloud.offers(mesh, mesh_vars, wanted, count, provider)
+    found = machines_op.offers(mesh_dir, gpu, provider)
+    rows, problems, silent = found.rows, found.problems, found.silent
     shown = rows if show_all else [r for r in rows if r.available]
-    silent = [p for p in cloud.no_offer_sources(mesh) if not provider or p == provider]
     if as_json:
         display.echo(json.dumps({"offers": [dataclasses.asdict(r) for r in shown], "problems": problems,
                                  "no_offers_from": silent}, indent=2))  # fmt: skip
@@ -46,12 +44,11 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
                 for r in shown
             ],
         )  # fmt: skip
-        if not cloud.configured(mesh):
-            display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
+        if not found.configured:
+            display.echo(f"no provider accounts: {accounts.ADD_ACCOUNT}")
         elif not shown:
             display.echo("nothing available matches" + (" (`--all` shows what is not available now)" if rows else ""))
         for name in silent:
             display.echo(f"{name}: its API lists no machine types or prices; `meshctl launch {name} --type T` "
                          "rents one by name")  # fmt: skip
-    asked = [provider] if provider else cloud.configured(mesh)
-    cloud.raise_for_problems(problems, len(asked) - len(problems), "offers")
+    found.raise_for_problems()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from meshctl import cloud, display
-from meshctl.mesh import Mesh
+from meshctl import display
+from meshctl.ops import accounts
 from meshctl.options import group_mesh_option, mesh_option, quiet_verbose_option, wait_option
 
 
@@ -18,18 +18,14 @@ def command() -> None:
 
 @command.command("add")
 @quiet_verbose_option
-@click.argument("provider", type=click.Choice(cloud.PROVIDERS))
+@click.argument("provider", type=click.Choice(accounts.PROVIDERS))
 @click.option("--key-file", required=True, help="File holding the API key (`-`: standard input). Never the key itself.")
 @click.option("--no-check", is_flag=True, help="Store the key without asking the provider whether it is valid.")
 @mesh_option
 @wait_option
 def add(provider, key_file, no_check, mesh_dir, wait) -> None:
     """Store PROVIDER's API key (0600, vault-encrypted when the mesh has a vault) once the provider accepts it."""
-    mesh = Mesh.find(mesh_dir)
-    key = cloud.read_key_file(key_file)
-    with mesh.lock(f"provider add {provider}", wait=wait):
-        _nodes, mesh_vars = mesh.load()
-        count = cloud.add_account(mesh, mesh_vars, provider, key, check=not no_check)
+    count = accounts.add(mesh_dir, provider, key_file, check=not no_check, wait=wait)
     said = "stored without a check" if no_check else f"the key works ({count} instances)"
     display.echo(f"{provider}: {said}; `meshctl machines` lists them")
 
@@ -39,22 +35,19 @@ def add(provider, key_file, no_check, mesh_dir, wait) -> None:
 @mesh_option
 def list_(mesh_dir) -> None:
     """The providers the mesh has a key for."""
-    mesh = Mesh.find(mesh_dir)
-    rows = [[p, str(cloud.key_path(mesh, p))] for p in cloud.configured(mesh)]
+    rows = [[p, str(path)] for p, path in accounts.listed(mesh_dir)]
     if not rows:
-        display.echo(f"no provider accounts: {cloud.ADD_ACCOUNT}")
+        display.echo(f"no provider accounts: {accounts.ADD_ACCOUNT}")
         return
     display.table("Provider accounts", ["provider", "key file"], rows)
 
 
 @command.command("remove")
 @quiet_verbose_option
-@click.argument("provider", type=click.Choice(cloud.PROVIDERS))
+@click.argument("provider", type=click.Choice(accounts.PROVIDERS))
 @mesh_option
 @wait_option
 def remove(provider, mesh_dir, wait) -> None:
     """Delete PROVIDER's stored key (its instances keep running: `meshctl machines` first)."""
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock(f"provider remove {provider}", wait=wait):
-        cloud.remove_account(mesh, provider)
+    accounts.remove(mesh_dir, provider, wait=wait)
     display.echo(f"{provider}: key removed")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display, runner
-from meshctl.mesh import Mesh
-from meshctl.ops import remove
+from meshctl.ops import remove, work
 from meshctl.options import confirm, mesh_option, verbose_option, wait_option, yes_option
 
 
@@ -26,12 +25,10 @@ def command(name, force, timeout, terminate, yes, mesh_dir, wait, verbosity) -> 
     Only NAME (when it can be reached) and the head are contacted. With --terminate, asks before
     deleting the machine unless -y.
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock(f"remove-node {name}", wait=wait):
-        nodes, mesh_vars = mesh.load()
-        node = next((n for n in nodes if n.name == name), None)
+    with work.changing(mesh_dir, f"remove-node {name}", wait) as w:
+        node = next((n for n in w.nodes if n.name == name), None)
         if terminate and node is not None and node.instance:
             confirm(f"delete {node.instance} at its provider after {name} leaves? Its disk goes with it", yes)
-        remove.remove_node(mesh, nodes, mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
+        remove.remove_node(w.mesh, w.nodes, w.mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
                                verbosity=verbosity, terminate=terminate)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

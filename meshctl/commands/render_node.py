@@ -6,8 +6,9 @@ import json
 
 import click
 
-from meshctl import display, hardware, model
+from meshctl import display
 from meshctl.errors import UsageError
+from meshctl.ops import render_node
 from meshctl.options import quiet_verbose_option
 
 MAX_OUTPUT = 1024 * 1024  # no command output meshctl reads is this long (/dev/zero is endless)
@@ -38,7 +39,7 @@ def _read(stream) -> str | None:
 @click.option("--dev-nvidia", "dev_nvidia", type=click.File("r"), help="Output of `ls -l /dev/nvidia*`.")
 @click.option("--name", help="Node name (default: from slurmd -C, else 'node').")
 @click.option("--addr", help="The node's mesh (tailnet) IPv4, written as NodeAddr.")
-@click.option("--provider", default="generic", show_default=True, type=click.Choice(model.NODE_PROVIDERS),
+@click.option("--provider", default="generic", show_default=True, type=click.Choice(render_node.NODE_PROVIDERS),
               help="Provider, written as a Feature tag.")  # fmt: skip
 @click.option("--reserve-mb", type=click.IntRange(min=0), help="Memory kept back for the OS (default: 5%, >= 1024).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -50,17 +51,7 @@ def command(lscpu, free, nvidia_smi, slurmd_c, dev_nvidia, name, addr, provider,
     if len(from_stdin) > 1:
         raise UsageError(f"{' and '.join(from_stdin)} cannot both read stdin ('-')", hint="give files for all but one")
     texts = {"lscpu": _read(lscpu), "free": _read(free), "nvidia_smi": _read(nvidia_smi), "slurmd_c": _read(slurmd_c)}
-    dev_text = _read(dev_nvidia)
-    device_files = hardware.mesh_hw().parse_dev_listing(dev_text) if dev_text is not None else None
-    hw = hardware.facts_from_outputs(reserve_mb=reserve_mb, device_files=device_files, **texts)
-    if name is None:
-        name = "node"
-        if texts["slurmd_c"]:
-            name = (hardware.mesh_hw().parse_slurmd_c(texts["slurmd_c"]).get("node_name") or name).lower()
-    model.check_name(name)
-    if addr is not None:
-        addr = hardware.check_address(addr)
-    lines = hardware.render_node(name, addr, provider, hw)
+    name, hw, lines = render_node.render(texts, _read(dev_nvidia), name, addr, provider, reserve_mb)
     if as_json:
         out = {
             "name": name,

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from meshctl import display, runner, tailnet, vault
-from meshctl.mesh import Mesh
+from meshctl import display, runner
 from meshctl.ops import rotate_authkey
 from meshctl.options import mesh_option, verbose_option, wait_option
 
@@ -29,28 +28,13 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
     Only nodes that are not Running, whose node key expired, or all with --force, log in again;
     every node gets the new key for its next start. Exit 0 only when every node is on it.
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock("rotate-authkey", wait=wait):
-        nodes, mesh_vars = mesh.load()
-        tailnet.require_tailscale(mesh_vars)
-        rotate_authkey.require_active(nodes)  # before a new key replaces the stored one
-        if stored:
-            if key_file:
-                raise click.UsageError("--stored and --key-file exclude each other")
-            source = str(tailnet.key_path(mesh))
-            key = tailnet.stored_key(mesh, vault.for_mesh(mesh_vars))
-        else:
-            asker = None
-            if sys.stdin.isatty():
-                asker = lambda: click.prompt("New Tailscale auth key", hide_input=True)  # noqa: E731
-            source = key_file if key_file and key_file != "-" else "the key given"
-            key = tailnet.read_key(key_file, asker)
-        kind = tailnet.check_key(key, tailnet.mesh_tags(mesh, mesh_vars), source)
-        if not stored:
-            path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
-            how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
-            display.echo(f"new {kind} key stored in {path} ({how})")
-        rows = rotate_authkey.rotate(mesh, nodes, mesh_vars, runner.Progress(), force=force, verbosity=verbosity)
+    if stored and key_file:
+        raise click.UsageError("--stored and --key-file exclude each other")
+    asker = None
+    if not stored and sys.stdin.isatty():
+        asker = lambda: click.prompt("New Tailscale auth key", hide_input=True)  # noqa: E731
+    rows = rotate_authkey.rotate_key(mesh_dir, key_file, stored, asker, runner.Progress(), force=force,
+                                     verbosity=verbosity, wait=wait, say=display.echo)  # fmt: skip
     display.table(
         "Auth key rotation",
         ["node", "before", "after", "action", "result"],

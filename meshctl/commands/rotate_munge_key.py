@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import display, runner
-from meshctl.mesh import Mesh
-from meshctl.ops import rotate_munge_key
+from meshctl.ops import rotate_munge_key, work
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -20,12 +19,10 @@ def command(mesh_dir, wait, verbosity) -> None:
     Do this after a node left the mesh while it could not be reached (it still holds the old key),
     or when the key may have been read. munged restarts once on each node; running jobs keep running.
     """
-    mesh = Mesh.find(mesh_dir)
-    with mesh.lock("rotate-munge-key", wait=wait):
-        nodes, mesh_vars = mesh.load()
-        result = rotate_munge_key.rotate(mesh, nodes, mesh_vars, runner.Progress(), verbosity)
+    with work.changing(mesh_dir, "rotate-munge-key", wait) as w:
+        result = rotate_munge_key.rotate(w.mesh, w.nodes, w.mesh_vars, runner.Progress(), verbosity)
     reached = sorted(h for h in result.stats if h != "localhost")
     # The key's copy is no_log (its result, "changed" included, is hidden): the restart says it changed.
     restarted = sorted(h for h, tasks in result.changed.items() if any("Restart munge" in t for t in tasks))
-    display.echo(f"new munge key stored in {rotate_munge_key.key_path(mesh)} and installed on {', '.join(reached)}; "
+    display.echo(f"new munge key stored in {rotate_munge_key.key_path(w.mesh)} and installed on {', '.join(reached)}; "
                  f"munged restarted on {', '.join(restarted) or 'none (they had it)'}")  # fmt: skip

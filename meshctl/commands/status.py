@@ -10,8 +10,8 @@ import click
 
 from meshctl import display
 from meshctl.errors import MeshctlError
-from meshctl.mesh import Mesh
 from meshctl.ops import status as status_op
+from meshctl.ops import work
 from meshctl.options import json_option, mesh_option, verbose_option
 
 
@@ -49,11 +49,10 @@ class Unhealthy(MeshctlError):
 @verbose_option
 def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
-    mesh = Mesh.find(mesh_dir)
-    nodes, mesh_vars = mesh.load()
+    w = work.reading(mesh_dir)
     timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
-    rows, mlflow, healthy = status_op.status(mesh, nodes, mesh_vars, timeout=timeout, verbosity=verbosity)
-    pools = status_op.pools(mesh_vars, rows)
+    rows, mlflow, healthy = status_op.status(w.mesh, w.nodes, w.mesh_vars, timeout=timeout, verbosity=verbosity)
+    pools = status_op.pools(w.mesh_vars, rows)
     priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:

@@ -7,8 +7,8 @@ import json
 import click
 
 from meshctl import display
-from meshctl.mesh import Mesh
 from meshctl.ops import usage as usage_lib
+from meshctl.ops import work
 from meshctl.options import json_option, mesh_option, verbose_option
 
 
@@ -20,9 +20,8 @@ from meshctl.options import json_option, mesh_option, verbose_option
 @verbose_option
 def command(since, until, as_json, mesh_dir, verbosity) -> None:
     """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
-    mesh = Mesh.find(mesh_dir)
-    nodes, mesh_vars = mesh.load()
-    rows, start, end, problems = usage_lib.usage(mesh, nodes, mesh_vars, since, until, verbosity)
+    w = work.reading(mesh_dir)
+    rows, start, end, problems = usage_lib.usage(w.mesh, w.nodes, w.mesh_vars, since, until, verbosity)
     total = round(sum(r.cost for r in rows), 2)
     if as_json:
         out = {"since": start, "until": end, "cost": total, "problems": problems,

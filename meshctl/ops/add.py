@@ -12,6 +12,8 @@ from meshctl.mesh import Mesh
 from meshctl.model import Node, check_name, head_of, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
 
+THIRD_PARTY_HOST = cloud.THIRD_PARTY_HOST  # said before a Community Cloud pod is added (meshctl/cloud.py)
+
 
 @dataclass
 class AddPlan:

@@ -9,7 +9,7 @@ from meshctl import core, runner
 from meshctl.errors import UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import head_of, node_named
-from meshctl.ops import apply
+from meshctl.ops import apply, work
 
 OFF = ("off", "never", "false", "0", "none")
 
@@ -41,7 +41,7 @@ def autostop(mesh: Mesh, name: str, duration: str, wait: float = 0.0, verbosity:
     changed; a converge that fails puts the old idle_stop back."""
     power = core.power_save
     seconds = seconds_of(duration)
-    with mesh.lock(f"autostop {name} {duration}", wait=wait):
+    with work.locked(mesh, f"autostop {name} {duration}", wait):
         nodes, mesh_vars = mesh.load()
         node = node_named(nodes, name)
         if "head" in node.roles:

@@ -25,7 +25,7 @@ from meshctl import cloud, core, hostkeys, resources, runner, ssh
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
-from meshctl.ops import add, launch
+from meshctl.ops import add, launch, work
 
 LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
 
@@ -35,6 +35,38 @@ def rented_dir(mesh: Mesh) -> Path:
     instance a pool node runs as, its $/h and since when (role relaunch's ``relaunch_rented``,
     which ``meshctl status`` reads)."""
     return mesh.path / resources.role_defaults("relaunch")["relaunch_rented"]
+
+
+PROVIDERS = cloud.PROVIDERS  # what --provider may name, besides any
+MAX_NODES = core.mesh_burst.MAX_NODES  # the most nodes a pool may have
+
+
+def idle_seconds(text: str) -> int:
+    """``--idle`` (10m, 1h, 600s) in seconds, refused when it is not a time or is none."""
+    power = core.power_save
+    try:
+        seconds = power.duration_seconds(text)
+    except power.PowerSaveError as exc:
+        raise UsageError(str(exc).replace("idle_stop", "--idle"), hint="write it as 10m, 1h or 600s") from None
+    if not seconds:
+        raise UsageError("--idle must be a time: a pool machine is always given back when idle", hint="e.g. --idle 10m")
+    return seconds
+
+
+def hostlist(pool: dict) -> str:
+    """The pool's Slurm nodes as Slurm writes them: ``h100-[1-2]``."""
+    return core.mesh_burst.hostlist(pool)
+
+
+def gres(pool: dict) -> str:
+    """What a job asks for one of the pool's machines: ``gpu:h100:1``."""
+    return f"gpu:{core.mesh_burst.gres_type(pool['gpu'])}:{pool['gpus']}"
+
+
+def listing(mesh_dir: str | None) -> tuple[list[dict], float | None]:
+    """The mesh's pools, and its burst_max_spend ($/h; None when not set)."""
+    w = work.reading(mesh_dir)
+    return pooled.pools(w.mesh_vars), pooled.limit_of(w.mesh, w.mesh_vars)
 
 
 def read_rented(mesh: Mesh, name: str) -> dict:
@@ -107,7 +139,7 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
         say(f"{name}: {what} in {now - since:.0f} s")
         return now
 
-    with mesh.lock(f"burst {name}", wait=600):
+    with work.locked(mesh, f"burst {name}", 600):
         nodes, mesh_vars = mesh.load()
         pool = pooled.pool_of(mesh_vars, name)
         if pool is None:
@@ -284,7 +316,7 @@ def add_pool(mesh: Mesh, record_of: Callable[[list[Node], dict], dict], wait: fl
              converge=converge_head) -> dict:  # fmt: skip
     """The pool RECORD_OF(nodes, mesh_vars) makes added to mesh.yml and the head converged; a converge
     that fails leaves mesh.yml as it was."""
-    with mesh.lock("burst add", wait=wait):
+    with work.locked(mesh, "burst add", wait):
         nodes, mesh_vars = mesh.load()
         record = record_of(nodes, mesh_vars)
         before = mesh_vars.get("burst_pools")
@@ -310,7 +342,7 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
                 converge=converge_head) -> list[str]:  # fmt: skip
     """Pool NAME out: every machine it holds terminated (their jobs end), its nodes out of mesh.yml
     and of Slurm (the head converged). Returns the machines terminated."""
-    with mesh.lock(f"burst remove {name}", wait=wait):
+    with work.locked(mesh, f"burst remove {name}", wait):
         nodes, mesh_vars = mesh.load()
         every = pooled.pools(mesh_vars)
         pool = next((p for p in every if p["name"] == name), None)

@@ -12,6 +12,7 @@ from meshctl import preflight, tailnet, vault
 from meshctl.errors import InventoryError, PreflightError, UsageError
 from meshctl.mesh import LOCK, Mesh, atomic_write, removed_on_failure
 from meshctl.model import Node, check_name, parse_target
+from meshctl.ops import work
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
 
 # A mesh directory is meant to be kept in git: what changes on every run, and keys in clear, stay out.
@@ -45,6 +46,21 @@ GROUP_VARS_ALL = """---
 # Job accounting (sacct, sreport): slurmdbd and MariaDB on the head (roles/slurm/README.md).
 # slurm_accounting: true
 """
+
+
+def vault_id(password_file: str | None, given_id: str | None) -> str | None:
+    """The vault id ``--vault-password-file`` / ``--vault-id`` name (None: no vault)."""
+    return vault.vault_id_from_options(password_file, given_id)
+
+
+def read_authkey(key_file: str) -> str:
+    """The Tailscale auth key in KEY_FILE (``-``: standard input), checked for its shape."""
+    return tailnet.read_key(key_file, None)
+
+
+def authkey_path(mesh: Mesh) -> Path:
+    """Where the mesh keeps its Tailscale auth key."""
+    return tailnet.key_path(mesh)
 
 
 def init_mesh(
@@ -114,7 +130,7 @@ def init_mesh(
         raise UsageError(f"cannot create the mesh folder {mesh.path}: {exc.strerror}",
                          hint="choose a folder you can write") from None  # fmt: skip
     try:
-        with mesh.lock("init"), removed_on_failure(mesh.path):  # two inits at once: one creates the mesh,
+        with work.locked(mesh, "init"), removed_on_failure(mesh.path):  # two inits at once: one creates the mesh,
             # the other is told; a failure removes what this one wrote (the stored key too), nothing else
             return _write_new_mesh(mesh, node, report, tailscale_key, tags, login_server, vault_id)
     except BaseException:

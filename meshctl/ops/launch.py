@@ -17,8 +17,8 @@ from pathlib import Path
 from meshctl import cloud, runner
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh
-from meshctl.model import Node
-from meshctl.ops import add
+from meshctl.model import Node, check_name
+from meshctl.ops import add, work
 
 FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
          "cloud": "--cloud"}  # fmt: skip
@@ -50,6 +50,35 @@ class Plan:
     kind: str
     price: float | None
     third_party: bool  # a candidate is on a host run by a third party (Runpod's Community Cloud)
+
+    @property
+    def title(self) -> str:
+        """The first candidate's provider as its name is written (Lambda, Runpod, Paperspace)."""
+        return cloud.capabilities(self.provider).title
+
+
+PROVIDERS, CLOUDS, THIRD_PARTY_HOST = cloud.PROVIDERS, cloud.CLOUDS, cloud.THIRD_PARTY_HOST
+
+
+def new_request(
+    name: str,
+    provider: str | None,
+    kind: str | None,
+    gpu: str | None,
+    only: str = "any",
+    max_price: float | None = None,
+    options: dict | None = None,
+    ssh_key: str | None = None,
+) -> Request:
+    """The user's request, refused before anything is asked when it names no machine or two ways to
+    choose one, or a node name that is not one."""
+    check_name(name)
+    if gpu and (provider or kind):
+        raise UsageError("--gpu picks the provider and the type itself", hint="pass either --gpu or PROVIDER --type")
+    if not gpu and not (provider and kind):
+        raise UsageError("say what to rent", hint="`meshctl launch PROVIDER --type T --name N`, or "
+                         "`meshctl launch --gpu H100:8 --name N` for the cheapest offer")  # fmt: skip
+    return Request(name, provider, kind, gpu, only, max_price, options or {}, ssh_key)
 
 
 def plan(mesh: Mesh, nodes: list[Node], mesh_vars: dict, request: Request,
@@ -129,12 +158,11 @@ def launch(mesh: Mesh, mesh_vars: dict, chosen: Plan, request: Request, say: Cal
     cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], cloud.LAUNCH_TIMEOUT)
     target = f"{provider}:{inst['id']}"
     try:
-        with mesh.lock(f"launch {name}", wait=wait):
-            nodes, mesh_vars = mesh.load()
-            added = add.plan_add(mesh, nodes, target, name, None, request.ssh_key, None, mesh_vars)
+        with work.changing(mesh, f"launch {name}", wait) as w:
+            added = add.plan_add(w.mesh, w.nodes, target, name, None, request.ssh_key, None, w.mesh_vars)
             if preflight_table is not None:
                 preflight_table(added.report)
-            add.add_node(mesh, nodes, mesh_vars, added, runner.Progress(), verbosity=verbosity)
+            add.add_node(w.mesh, w.nodes, w.mesh_vars, added, runner.Progress(), verbosity=verbosity)
     except MeshctlError as exc:
         exc.hint = (exc.hint + "; " if exc.hint else "") + (
             f"the instance {target} runs and bills: `meshctl add-node {target} --name {name}` retries, "

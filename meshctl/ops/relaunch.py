@@ -33,7 +33,7 @@ from meshctl import cloud, core, headcopy, hostkeys, runner, ssh
 from meshctl.errors import MeshctlError, UsageError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
-from meshctl.ops import apply
+from meshctl.ops import apply, work
 
 KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at the provider
 
@@ -89,7 +89,7 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
     up: ``converge(mesh, nodes, mesh_vars, NAME)`` (``apply --limit NAME``; a test passes its own).
     A new instance that cannot be set up is terminated (it would bill)."""
     spec = read_spec(spec_file)
-    with mesh.lock(f"relaunch {name}", wait=600):
+    with work.locked(mesh, f"relaunch {name}", 600):
         nodes, mesh_vars = mesh.load()
         node = next((n for n in nodes if n.name == name), None)
         provider = cloud.provider_of(node) if node is not None else None

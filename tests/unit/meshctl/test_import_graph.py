@@ -75,3 +75,26 @@ def test_the_shared_core_is_reached_through_meshctl_core_only(tmp_path):
         ("meshctl.slurm", "import of ansible_collections.meshctl.mesh.plugins.module_utils.y at line 2"),
     ]
     assert import_graph.layer_of("meshctl.core") == len(import_graph.LAYERS) - 2  # above errors and resources only
+
+
+def test_a_command_imports_only_its_operations_options_and_display(tmp_path):
+    """No command file reaches the store, the providers or the model: it parses, calls its operation
+    (meshctl.ops; meshctl.ops.work is the one way to the store) and prints."""
+    assert import_graph.beside_the_operations(import_graph.graph()) == []
+    edges = {
+        "meshctl.commands.apply": {"meshctl.ops.apply", "meshctl.display", "meshctl.mesh"},
+        "meshctl.commands.check": {"meshctl.settings", "meshctl.errors"},
+        "meshctl.ops.apply": {"meshctl.mesh"},
+    }
+    assert import_graph.beside_the_operations(edges) == [("meshctl.commands.apply", "meshctl.mesh"),
+                                                         ("meshctl.commands.check", "meshctl.settings")]  # fmt: skip
+
+
+def test_the_mesh_is_locked_in_one_place():
+    """Every lock of a mesh, a command's or an operation's, is taken through meshctl.ops.work."""
+    import re
+
+    package = import_graph.PACKAGE
+    takers = sorted(import_graph.module_name(path) for path in package.rglob("*.py")
+                    if re.search(r"\.lock\(", path.read_text()))  # fmt: skip
+    assert takers == ["meshctl.ops.work"]

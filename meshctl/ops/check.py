@@ -1,0 +1,22 @@
+"""`meshctl check`: the mesh folder and its settings checked as every command checks them first,
+every problem listed with its file and line; nothing run, no node contacted."""
+
+from __future__ import annotations
+
+from meshctl import settings
+from meshctl.errors import InventoryError
+from meshctl.ops import work
+
+
+def check(mesh_dir: str | None) -> tuple[list, int]:
+    """(every problem of the settings, each with its ``hint``; the number of nodes when there is none:
+    mesh.yml's own checks, names, addresses, heads and idle times, passed too)."""
+    mesh = work.find(mesh_dir)
+    try:
+        text = mesh.inventory.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(f"cannot read {mesh.inventory}: {exc}") from None
+    problems = settings.check(mesh.path, text)
+    if problems:
+        return problems, 0
+    return [], len(work.reading(mesh).nodes)
