@@ -3,7 +3,7 @@
 The parsers are the ones the ``mesh_hw_facts`` module runs on nodes
 (``plugins/module_utils/mesh_hw.py``, imported as the collection's package, one copy), and
 the lines come from the filters roles slurm_controller and slurm_node render Slurm's files with
-(``plugins/filter/slurm_nodes.py``: ``slurm_node_line``, ``slurm_gres_lines``).
+(``plugins/module_utils/mesh_slurm_nodes.py``: ``slurm_node_line``, ``slurm_gres_lines``).
 """
 
 from __future__ import annotations

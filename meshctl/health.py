@@ -6,7 +6,7 @@ A node may lie about its health (nothing here can stop that), but what it report
 anything else: a status word is a short word, a tailnet address an IP address, a Slurm row is
 state, GRES, ready and reason. A record outside its shape is refused (the row is then
 unhealthy, and named), never printed as the node sent it. The shapes are the filter's own
-(``WORD``, ``NAME``, ``GRES``, ``REASON`` in plugins/filter/node_status.py): one place.
+(``WORD``, ``NAME``, ``GRES``, ``REASON`` in plugins/module_utils/mesh_node_status.py): one place.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ REASON_RE = _FILTER.REASON  # why Slurm took a node out
 NAME_RE = _FILTER.NAME
 
 # The one fact playbooks/status.yml leaves on each node: its status record, made and judged by
-# the collection's filter node_status (plugins/filter/node_status.py), whose PROBLEMS it names.
+# the collection's filter node_status (plugins/module_utils/mesh_node_status.py), whose PROBLEMS it names.
 FACT = "mesh_status"
 RECORD_KEYS = {"name", "services", "tailnet", "share", "mlflow", "slurm", "slurm_nodes", "sinfo_ok", "problem",
                "detail", "healthy", "rented"}  # fmt: skip
@@ -113,7 +113,7 @@ TAILSCALE_KEYS = {"backend_state", "hostname", "ipv4", "ipv6", "key_expiry", "ve
 
 
 def _tailscale(value: object) -> str | None:
-    """The tailscale_status filter's mapping (plugins/filter/tailscale_status.py)."""
+    """The tailscale_status filter's mapping (plugins/module_utils/mesh_tailscale_status.py)."""
     if not isinstance(value, dict) or set(value) - TAILSCALE_KEYS:
         return f"not a mapping of {', '.join(sorted(TAILSCALE_KEYS))}"
     if not _word(value.get("backend_state")):

@@ -30,7 +30,7 @@ class NodeStatus:
     gpus: str = ""
     error: str = ""
     healthy: bool = field(default=False)
-    problem: str = ""  # the record's problem code (plugins/filter/node_status.py PROBLEMS), "" when none
+    problem: str = ""  # the record's problem code (plugins/module_utils/mesh_node_status.py PROBLEMS), "" when none
     price_per_hour: float | None = None  # what its provider bills for it now (meshctl/cloud.py); None: unknown
     price_unknown: bool = False  # a rented node whose provider did not answer in time: shown as `?`
     role: str = "compute"  # "head" (the controller, a compute node too when it runs jobs) or "compute"

@@ -7,7 +7,7 @@ state (``node_state_string()`` in ``src/common/slurm_protocol_defs.c``, read 202
 SchedMD's repository, the same in 22.05 and 24.11) and checked against real ``sinfo`` output of
 both versions (``tests/fixtures/sinfo/``, recorded on this project's Docker nodes).
 
-Read by the status filter (``plugins/filter/node_status.py``), by role slurm (filter
+Read by the status filter (``plugins/module_utils/mesh_node_status.py``), by role slurm (filter
 ``slurm_state``: the wait for nodes after a change) and by meshctl (``meshctl/slurm.py``:
 which node SSH cannot reach is meant to be off). Plain functions, no Ansible.
 """

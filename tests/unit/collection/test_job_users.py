@@ -1,4 +1,4 @@
-"""The job_users role's checks (plugins/filter/job_users.py): the mesh's list, and a node's accounts."""
+"""The job_users role's checks (plugins/module_utils/mesh_job_users.py): the mesh's list, and a node's accounts."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from tests.conftest import load_file
 
 @pytest.fixture(scope="module")
 def ju():
-    return load_file("plugins/filter/job_users.py")
+    return load_file("plugins/module_utils/mesh_job_users.py")
 
 
 GOOD = [{"name": "alice", "uid": 2001, "comment": "Alice Example"}, {"name": "bob", "uid": 2002}]

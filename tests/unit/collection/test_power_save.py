@@ -17,7 +17,7 @@ PROGRAM = REPO / "roles" / "power_save" / "files" / "meshctl-power"
 
 
 def flt():
-    return resources.plugin("filter.power_save")
+    return resources.plugin("module_utils.mesh_power_save")
 
 
 @pytest.mark.parametrize(
@@ -359,7 +359,7 @@ def test_a_resume_that_timed_out_is_marked_down_with_why(program):
 
 
 def test_the_features_slurmctld_holds_are_updated_only_where_they_differ():
-    update = resources.plugin("filter.slurm_nodes").features_to_update
+    update = resources.plugin("module_utils.mesh_slurm_nodes").features_to_update
     held = ["head|meshctl,meshctl_on,local", "head|meshctl,meshctl_on,local", "n1|meshctl,meshctl_on,paperspace",
             "n2|meshctl,gpu,meshctl_idle_1800,a4000,paperspace", "n4|(null)"]  # fmt: skip
     wanted = {"head": "meshctl,local,meshctl_on", "n1": "meshctl,meshctl_idle_1800,paperspace",

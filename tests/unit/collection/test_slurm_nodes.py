@@ -1,10 +1,10 @@
-"""How the mesh describes one node to Slurm (plugins/filter/slurm_nodes.py): the one place
+"""How the mesh describes one node to Slurm (plugins/module_utils/mesh_slurm_nodes.py): the one place
 slurm_controller's nodes.conf and gres.conf, slurm_node's slurmd command line and `meshctl
 render-node` take a node's NodeName= parameters and gres.conf lines from."""
 
 from meshctl import resources
 
-NODES = resources.plugin("filter.slurm_nodes")
+NODES = resources.plugin("module_utils.mesh_slurm_nodes")
 HW = {"cpus": 16, "sockets": 1, "cores_per_socket": 8, "threads_per_core": 2, "real_memory_mb": 60000}
 
 
@@ -35,6 +35,29 @@ def test_a_node_without_gpus_features_or_provider_has_only_its_cpus_and_memory()
     assert NODES.slurm_node_line(node).startswith("NodeName=c CPUs=16 ")  # no address: none named
 
 
-def test_the_filters_are_the_collections():
-    filters = NODES.FilterModule().filters()
+def test_the_filters_are_the_collections_thin_adapters_of_the_core():
+    filters = resources.plugin("filter.slurm_nodes").FilterModule().filters()
     assert {"slurm_node_params", "slurm_node_line", "slurm_gres_lines"} <= set(filters)
+    assert filters["slurm_node_line"] is NODES.slurm_node_line
+
+
+def test_every_filter_plugin_is_a_thin_adapter_of_the_shared_core():
+    """The logic the roles and meshctl share lives in plugins/module_utils/ (meshctl imports it
+    through meshctl/core.py); a filter plugin only adapts it for Jinja: each function it defines is
+    one statement (a docstring aside), and it imports nothing of the collection but module_utils."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(resources.data_dir()) / "plugins" / "filter"
+    thick = []
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name != "filters":
+                body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+                if len(body) > 1:
+                    thick.append(f"{path.name}: {node.name} ({len(body)} statements)")
+            module = getattr(node, "module", None) or "" if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("ansible_collections") and ".plugins.module_utils" not in module:
+                thick.append(f"{path.name}: imports {module}")
+    assert thick == [], "logic belongs in plugins/module_utils/: " + "; ".join(thick)

@@ -10,7 +10,7 @@ from meshctl import resources, slurm
 from tests.conftest import FIXTURES, fixture_text
 
 SLURM = resources.plugin("module_utils.mesh_slurm")
-FILTER = resources.plugin("filter.node_status")
+FILTER = resources.plugin("module_utils.mesh_node_status")
 VERSIONS = ("slurm-22.05", "slurm-24.11")
 
 STOPPING = "being stopped while idle (idle_stop)"

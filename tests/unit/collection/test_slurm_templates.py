@@ -27,7 +27,7 @@ ROLE_VARS = {
 
 def environment(**options) -> jinja2.Environment:
     """Jinja as Ansible's template module sets it up here: the roles' templates, and this
-    collection's filters they call (plugins/filter/slurm_nodes.py)."""
+    collection's filters they call (plugins/module_utils/mesh_slurm_nodes.py)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), **options)
     for plugin in ("filter.slurm_nodes", "filter.burst"):
         for name, function in resources.plugin(plugin).FilterModule().filters().items():
@@ -622,7 +622,7 @@ def test_jobs_run_only_as_job_users_refused_at_submission_and_by_the_partitions(
 
 
 def test_the_head_of_a_mesh_with_a_rented_node_runs_no_job_unless_told():
-    head_runs_jobs = resources.plugin("filter.slurm_nodes").head_runs_jobs
+    head_runs_jobs = resources.plugin("module_utils.mesh_slurm_nodes").head_runs_jobs
     assert DEFAULTS["slurm_head_runs_jobs"] == "auto"
     assert head_runs_jobs("auto", ["local", "generic", "local"]) is True  # a desktop-only mesh keeps them
     for rented in ("lambda", "runpod", "paperspace"):

@@ -1,4 +1,4 @@
-"""The slurm role's version filters (plugins/filter/slurm_versions.py)."""
+"""The slurm role's version filters (plugins/module_utils/mesh_slurm_versions.py)."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from tests.conftest import load_file
 
 @pytest.fixture(scope="module")
 def sv():
-    return load_file("plugins/filter/slurm_versions.py")
+    return load_file("plugins/module_utils/mesh_slurm_versions.py")
 
 
 def test_major(sv):

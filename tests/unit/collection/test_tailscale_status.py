@@ -4,7 +4,7 @@ import pytest
 
 from tests.conftest import fixture_text, fixtures_in, load_file
 
-PLUGIN = "plugins/filter/tailscale_status.py"
+PLUGIN = "plugins/module_utils/mesh_tailscale_status.py"
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,7 @@ def status(peers, tun=True):
 
 
 def test_the_path_of_a_link_is_direct_relayed_or_idle_and_says_userspace():
-    path = resources.plugin("filter.tailscale_status").tailscale_peer_path
+    path = resources.plugin("module_utils.mesh_tailscale_status").tailscale_peer_path
     text = status([("100.64.0.2", "203.0.113.7:41641", "fra"), ("100.64.0.3", "", "nue"), ("100.64.0.4", "", "")])
     assert path(text, "100.64.0.2") == "direct"
     assert path(text, "100.64.0.3") == "relayed (DERP nue)"

@@ -144,7 +144,7 @@ def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_wher
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
         tar.extractall(tmp_path, filter="data")
     assert "meshctl/ops/relaunch.py" in names and "roles/relaunch/tasks/install.yml" in names
-    assert "plugins/filter/power_save.py" in names and "playbooks/site.yml" in names
+    assert "plugins/module_utils/mesh_power_save.py" in names and "playbooks/site.yml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/_data/" in n]
     # Unpacked, it is a checkout: meshctl runs from it and finds its playbooks and roles there.
     found = subprocess.run(["python3", "-c", "from meshctl import resources; print(resources.data_dir())"],
@@ -176,8 +176,8 @@ def test_the_heads_copy_of_mesh_yml(mesh, lam):
     nodes[-2].ssh_key = "/home/me/.ssh/id"
     mesh.save(nodes, {"meshctl_vault_id": "mesh@prompt"})
     data = yaml.safe_load(mesh.inventory.read_text())
-    copy = resources.plugin("filter.power_save").head_copy(data, "head", "/var/lib/meshctl/control/head_ed25519",
-                                                            ["gpu2"])  # fmt: skip
+    power = resources.plugin("module_utils.mesh_power_save")
+    copy = power.head_copy(data, "head", "/var/lib/meshctl/control/head_ed25519", ["gpu2"])
     hosts = copy["all"]["hosts"]
     assert hosts["head"]["ansible_connection"] == "local"
     assert hosts["gpu2"]["ansible_ssh_private_key_file"] == "/var/lib/meshctl/control/head_ed25519"
@@ -190,14 +190,14 @@ def test_the_heads_copy_of_mesh_yml(mesh, lam):
     by_name = {n.name: n for n in nodes}
     assert by_name["head"].connection == "local" and by_name["gpu2"].ssh_key.endswith("head_ed25519")
     assert mesh_vars.get("meshctl_head_copy") is True
-    with pytest.raises(resources.plugin("filter.power_save").PowerSaveError):
-        resources.plugin("filter.power_save").head_copy({"all": {}}, "head", "k", [])
+    with pytest.raises(resources.plugin("module_utils.mesh_power_save").PowerSaveError):
+        resources.plugin("module_utils.mesh_power_save").head_copy({"all": {}}, "head", "k", [])
 
 
 def test_remove_node_leaves_no_trace_of_the_node_in_the_heads_copy(mesh, lam):
     """remove-node's run comes before mesh.yml is saved without the node: the head's copy
     leaves the leaving node out, and its settings, facts, key and relaunch record there go."""
-    power = resources.plugin("filter.power_save")
+    power = resources.plugin("module_utils.mesh_power_save")
     lambda_node(mesh, lam, "gpu2")
     lambda_node(mesh, lam, "gpu3")
     data = yaml.safe_load(mesh.inventory.read_text())

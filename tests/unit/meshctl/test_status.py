@@ -24,7 +24,7 @@ TS_JSON = {"BackendState": "{state}", "TUN": True, "Self": {"HostName": "x", "Ta
 
 
 def flt():
-    return resources.plugin("filter.node_status")
+    return resources.plugin("module_utils.mesh_node_status")
 
 
 def sinfo(**states):
@@ -349,7 +349,8 @@ def test_the_tailscale_roles_real_reports_pass_the_health_schema(name):
     from meshctl import health
     from tests.conftest import fixture_text, load_file
 
-    report = load_file("plugins/filter/tailscale_status.py").tailscale_status(fixture_text(f"tailscale-status/{name}"))
+    parse = load_file("plugins/module_utils/mesh_tailscale_status.py").tailscale_status
+    report = parse(fixture_text(f"tailscale-status/{name}"))
     record = flt().node_status(node_read(tailnet={"rc": 0, "stdout": fixture_text(f"tailscale-status/{name}")}),
                                {"name": "gpu1", "active": True, "tailnet": True})  # fmt: skip
     assert record["tailnet"] == report and health.checked("gpu1", record) == (record, None)

@@ -56,7 +56,8 @@ class Node:
                               capture_output=True, text=True, check=False)  # fmt: skip
 
     def status(self) -> dict:
-        return load_file("plugins/filter/tailscale_status.py").tailscale_status(self.ts("status", "--json").stdout)
+        parse = load_file("plugins/module_utils/mesh_tailscale_status.py").tailscale_status
+        return parse(self.ts("status", "--json").stdout)
 
 
 @pytest.fixture
