@@ -129,3 +129,27 @@ def test_a_file_that_cannot_be_renamed_over_is_written_in_place(names, tmp_path,
     names.write(str(hosts), "new\n")
     assert hosts.read_text() == "new\n"
     assert [p.name for p in tmp_path.iterdir()] == ["hosts"]  # no temporary file left
+
+
+def test_written_in_place_the_file_is_never_empty_and_ends_cut_to_the_new_text(names, tmp_path, monkeypatch):
+    """A reader between two writes of a bind-mounted /etc/hosts finds every name: the new text
+    goes over the old from the start (never a truncation first), then the file is cut to it."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("10.0.0.2 head\n10.0.0.3 gpu1\n127.0.0.1 localhost and a long line the new text lacks\n")
+    seen = []
+    real_pwrite, real_ftruncate = names.os.pwrite, names.os.ftruncate
+
+    def pwrite(fd, data, offset):
+        seen.append(hosts.read_text())
+        return real_pwrite(fd, data, offset)
+
+    def ftruncate(fd, length):
+        seen.append(hosts.read_text())
+        return real_ftruncate(fd, length)
+
+    monkeypatch.setattr(names.os, "replace", lambda _s, _t: (_ for _ in ()).throw(OSError(16, "busy")))
+    monkeypatch.setattr(names.os, "pwrite", pwrite)
+    monkeypatch.setattr(names.os, "ftruncate", ftruncate)
+    names.write(str(hosts), "10.0.0.2 head\n10.0.0.4 gpu1\n")
+    assert hosts.read_text() == "10.0.0.2 head\n10.0.0.4 gpu1\n"
+    assert seen and all("10.0.0.2 head" in text for text in seen), seen
