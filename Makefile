@@ -39,16 +39,17 @@ test: venv engine cache images ready wheels collection
 # The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "The
 # lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then E2E_SCENARIOS. Lane molecule:
-# MOLECULE_SCENARIOS. Lane providers: PROVIDERS_E2E (one head between them: tests/e2e/rented.py),
-# then LATE_E2E, then PROVIDERS_SCENARIOS (none). The provider files wait on Slurm's power-saving
-# timers: in a lane of their own those waits fall beside the other lanes' work (with two lanes
-# both ended on them at once, the cores a quarter idle for their last minutes).
+# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then LATE_E2E, then E2E_SCENARIOS (none).
+# Lane molecule: MOLECULE_SCENARIOS (default and debian13, then tailscale). Lane providers:
+# PROVIDERS_E2E (one head between them: tests/e2e/rented.py), then PROVIDERS_SCENARIOS (none).
+# The provider files wait on Slurm's power-saving timers: in a lane of their own those waits fall
+# beside the other lanes' work. Theirs is the longest lane: the short files and scenarios run in
+# the other two, which end before it.
 # tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py tests/e2e/test_pod.py
-E2E_SCENARIOS := tailscale
-MOLECULE_SCENARIOS := default debian13
+E2E_SCENARIOS :=
+MOLECULE_SCENARIOS := default debian13 tailscale
 PROVIDERS_SCENARIOS :=
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
@@ -64,12 +65,13 @@ suites: images collection-link
 	  $(if $(CHECKS_BESIDE),checks 'python scripts/when_idle.py --window 180 --after $(CHECKS_AFTER) --at-most $(CHECKS_AT_MOST) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
-	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E)) | tee $(PROFILE)/e2e-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
+	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E)) | tee $(PROFILE)/e2e-pytest.log && pytest -q -m e2e --durations=0 $(LATE_E2E) \
+	    | tee $(PROFILE)/late-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS)' \
 	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
-	    | tee $(PROFILE)/providers-pytest.log && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))'; \
+	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log $(PROFILE)/providers-pytest.log; \
 	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \
