@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import io
 import json
 import os
 import shlex
@@ -128,7 +129,8 @@ def diff_lines(diff) -> list[str]:
 
 
 class Progress:
-    """Turns runner events into what the user sees: live on a terminal, plain lines otherwise."""
+    """The reporter a command supplies for its runs: what the user sees, live on a terminal, plain
+    lines otherwise (a run's results are its ``Events``')."""
 
     def __init__(self, out=None, live: bool | None = None) -> None:
         self.out = out or sys.stdout
@@ -138,14 +140,8 @@ class Progress:
         self.started = time.monotonic()
         self.play = ""
         self.task = ""
+        # host -> its tasks by outcome: the run's Events' counts, shown in the bars and the recap
         self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.failures: list[Failure] = []
-        self.changed: dict[str, list[str]] = defaultdict(list)
-        self.reports: dict[str, dict] = {}
-        self.hw: dict[str, dict] = {}
-        self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
-        self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
-        self.status_requests: dict[str, dict] = {}  # host -> what status is to read there (STATUS_REQUEST_FACT)
         self.verbose = False  # -v: show Ansible's own output (run_playbook sets it)
         self.log = None  # the run's log file (run_playbook opens it)
         self._rich = None
@@ -191,11 +187,8 @@ class Progress:
         else:
             print(line, file=self.out, flush=True)
 
-    def event(self, event: dict) -> bool:
-        kind = event.get("event", "")
-        data = event.get("event_data", {})
-        host = data.get("host", "")
-        text = event.get("stdout") or ""
+    def seen(self, kind: str, host: str, data: dict, text: str) -> None:
+        """Any event: the log, Ansible's own output with -v, the play, the task, each host's step."""
         if text and self.log is not None:
             self.log.write(display.clean(text, multiline=True) + "\n")
         if text and self.verbose:  # -v: Ansible's own output, with what -v adds
@@ -211,7 +204,58 @@ class Progress:
             self.task = data.get("task", "")
             if not self.live and not self.verbose:
                 self._say(f"  TASK {self.task}")
-        elif kind == "runner_on_ok":
+
+    def ok(self, host: str, data: dict, res: dict, changed: bool) -> None:
+        """A task done on HOST: a debug task's message, its diff, and whether it changed the node."""
+        if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
+            self._say(f"    {host}: {res['msg']}")
+        for text in diff_lines(res.get("diff")):
+            self._say(text)
+        if changed and not self.live and not self.verbose:
+            self._say(f"    changed: {host}")
+
+    def failed(self, key: str, failure: Failure) -> None:
+        self._say(f"    {key}: {failure.host}: {failure.task}: {failure.message}")
+
+    def refresh(self) -> None:
+        if self._rich is not None:
+            self._rich.update(self._render())
+
+    def note(self, line: str) -> None:
+        """Print a line of meshctl's own between the run's lines (cleaned of control characters)."""
+        self._say(line)
+
+    def close(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def recap(self) -> None:
+        display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
+
+
+class Events:
+    """One run's events as meshctl reads them (the session's, its ``RunResult``): every host's
+    counts, failures and changed tasks, and what the roles leave for meshctl (reports, hardware
+    facts, status records and requests, each checked); each event also shown by REPORTER."""
+
+    def __init__(self, reporter: Progress | None = None) -> None:
+        self.reporter = reporter or Progress(out=io.StringIO(), live=False)
+        self.counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.reporter.counts = self.counts
+        self.failures: list[Failure] = []
+        self.changed: dict[str, list[str]] = defaultdict(list)
+        self.reports: dict[str, dict] = {}
+        self.hw: dict[str, dict] = {}
+        self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
+        self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
+        self.status_requests: dict[str, dict] = {}  # host -> what status is to read there (STATUS_REQUEST_FACT)
+
+    def event(self, event: dict) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        host = data.get("host", "")
+        self.reporter.seen(kind, host, data, event.get("stdout") or "")
+        if kind == "runner_on_ok":
             res = data.get("res", {})
             facts = res.get("ansible_facts") or {}
             for name in REPORT_FACTS:
@@ -227,16 +271,11 @@ class Progress:
                     self.refused_records[host] = problem
                 else:
                     self.records[host] = record
-            if data.get("task_action") in ("debug", "ansible.builtin.debug") and res.get("msg"):
-                self._say(f"    {host}: {res['msg']}")
-            for text in diff_lines(res.get("diff")):
-                self._say(text)
             changed = bool(res.get("changed"))
             self.counts[host]["changed" if changed else "ok"] += 1
             if changed:
                 self.changed[host].append(data.get("task", ""))
-                if not self.live and not self.verbose:
-                    self._say(f"    changed: {host}")
+            self.reporter.ok(host, data, res, changed)
         elif kind == "runner_on_skipped":
             self.counts[host]["skipped"] += 1
         elif kind in ("runner_on_failed", "runner_on_unreachable"):
@@ -246,9 +285,8 @@ class Progress:
             self.counts[host][key] += 1
             failure = Failure(host, data.get("task", ""), _message(data.get("res", {})))
             self.failures.append(failure)
-            self._say(f"    {key}: {host}: {failure.task}: {failure.message}")
-        if self._rich is not None:
-            self._rich.update(self._render())
+            self.reporter.failed(key, failure)
+        self.reporter.refresh()
         return True
 
     def _hardware(self, host: str, task: str, hw: object) -> None:
@@ -262,18 +300,7 @@ class Progress:
         message = (f"{host} reported hardware facts meshctl refuses ({'; '.join(problems[:3])}); "
                    "nothing it reported is recorded: check the machine, it may be tampered with")  # fmt: skip
         self.failures.append(Failure(host, task, message))
-        self.note(f"    failed: {host}: {task}: {message}")
-
-    def note(self, line: str) -> None:
-        """Print a line of meshctl's own between the run's lines (cleaned of control characters)."""
-        self._say(line)
-
-    def close(self) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-
-    def recap(self) -> None:
-        display.table("Recap", ["host", *COUNTS], self._rows(), out=self.out, live=self.live)
+        self.reporter.note(f"    failed: {host}: {task}: {message}")
 
 
 class InventoryDumper(yaml.SafeDumper):
@@ -386,6 +413,7 @@ def run_playbook(
     private = Path(tempfile.mkdtemp(prefix="meshctl-run-"))
     os.chmod(private, 0o700)
     progress = progress or Progress()
+    events = Events(progress)  # this run's results; the command's reporter shows them
     progress.verbose = verbosity > 0
     progress.expected = read_task_counts(mesh_dir, playbook, (inventory.get("all", {}).get("hosts") or {}))
     log = open_log(Path(mesh_dir), playbook) if mesh_dir is not None else None
@@ -456,7 +484,7 @@ def run_playbook(
                 verbosity=verbosity or None,
                 quiet=True,
                 suppress_env_files=True,
-                event_handler=progress.event,
+                event_handler=events.event,
                 extravars=extravars or None,
             )
             if stream:
@@ -471,20 +499,20 @@ def run_playbook(
         finally:
             progress.close()
         progress.recap()
-        stats = {h: dict(c) for h, c in progress.counts.items()}
+        stats = {h: dict(c) for h, c in events.counts.items()}
         if runner.status == "successful" and not check:
             record_task_counts(mesh_dir, playbook, stats)
         return RunResult(
             runner.status,
             runner.rc,
-            progress.failures,
+            events.failures,
             stats,
-            dict(progress.changed),
-            dict(progress.reports),
-            hw=dict(progress.hw),
-            records=dict(progress.records),
-            refused_records=dict(progress.refused_records),
-            status_requests=dict(progress.status_requests),
+            dict(events.changed),
+            dict(events.reports),
+            hw=dict(events.hw),
+            records=dict(events.records),
+            refused_records=dict(events.refused_records),
+            status_requests=dict(events.status_requests),
             log=Path(log.name) if log is not None else None,
         )
     finally:

@@ -13,6 +13,7 @@ def event(kind, host, task="t", **data):
 def test_plain_progress_counts_names_failures_and_recaps():
     out = io.StringIO()
     progress = runner.Progress(out=out, live=False)
+    events = runner.Events(progress)  # the run's results; the reporter shows them
     for e in (
         {"event": "playbook_on_play_start", "event_data": {"play": "Every node"}},
         {"event": "playbook_on_task_start", "event_data": {"task": "Install munge"}},
@@ -23,7 +24,7 @@ def test_plain_progress_counts_names_failures_and_recaps():
         event("runner_on_ok", "head", task_action="ansible.builtin.debug", res={"msg": "dry run: note"}),
         event("runner_on_ok", "head", res={"changed": True, "diff": {"before": "a\n", "after": "b\n"}}),
     ):
-        progress.event(e)
+        events.event(e)
     progress.close()
     progress.recap()
     text = out.getvalue()
@@ -31,7 +32,7 @@ def test_plain_progress_counts_names_failures_and_recaps():
     assert "failed: gpu1: Install munge: No package matching 'munge'" in text
     assert "head: dry run: note" in text
     assert "-a" in text and "+b" in text  # the diff is shown
-    assert [f.host for f in progress.failures] == ["gpu1"]  # ignored errors are not failures
+    assert [f.host for f in events.failures] == ["gpu1"]  # ignored errors are not failures
     recap = text[text.index("Recap") :].splitlines()
     assert recap[1].split() == ["host", "ok", "changed", "failed", "unreachable", "skipped"]
     assert recap[2].split() == ["gpu1", "1", "0", "1", "0", "0"]
@@ -39,7 +40,7 @@ def test_plain_progress_counts_names_failures_and_recaps():
 
 
 def test_reports_set_by_roles_are_collected_per_host():
-    progress = runner.Progress(out=io.StringIO(), live=False)
+    progress = runner.Events(runner.Progress(out=io.StringIO(), live=False))
     report = {"action": "join", "after": {"backend_state": "Running", "ipv4": "100.64.0.7"}}
     progress.event(event("runner_on_ok", "gpu1", res={"ansible_facts": {"tailscale_report": report, "other": 1}}))
     progress.event(event("runner_on_ok", "head", res={"ansible_facts": {"mesh_hw": NO_GPU}}))
@@ -53,9 +54,10 @@ def test_verbose_progress_prints_ansibles_own_output_and_every_run_is_logged(tmp
     progress.verbose = True
     log = runner.open_log(tmp_path, "site.yml")
     progress.log = log
-    progress.event({"event": "playbook_on_task_start", "stdout": "TASK [Install munge] ****",
+    events = runner.Events(progress)
+    events.event({"event": "playbook_on_task_start", "stdout": "TASK [Install munge] ****",
                     "event_data": {"task": "Install munge"}})  # fmt: skip
-    progress.event({"event": "runner_on_ok", "stdout": "ok: [gpu1] => {\"changed\": false}\x1b]52;c;eA==\x07",
+    events.event({"event": "runner_on_ok", "stdout": "ok: [gpu1] => {\"changed\": false}\x1b]52;c;eA==\x07",
                     "event_data": {"host": "gpu1", "task": "Install munge", "res": {"changed": False}}})  # fmt: skip
     log.close()
     text = out.getvalue()
@@ -87,7 +89,7 @@ def test_run_logs_are_rotated_and_named_in_errors(tmp_path):
 
 def test_a_failed_loop_is_named_by_what_its_failed_items_said():
     out = io.StringIO()
-    progress = runner.Progress(out=out, live=False)
+    progress = runner.Events(runner.Progress(out=out, live=False))
     res = {"msg": "One or more items failed", "results": [
         {"item": "ctl", "failed": False, "msg": "All assertions passed"},
         {"item": "n2", "failed": True, "msg": "n2 has no hardware facts or mesh address: run `meshctl apply`"},

@@ -245,10 +245,11 @@ def test_long_runs_show_a_bar_per_node_from_what_its_last_run_took_and_the_step_
     assert expected == {"head": 40, "n1": 20, "n2": 40}  # a new node: the median of the others'
     progress = runner.Progress(out=io.StringIO(), live=False)
     progress.expected = expected
+    events = runner.Events(progress)  # the run's counts, which the reporter's bars show
     for _ in range(10):
-        progress.event({"event": "runner_on_ok", "event_data": {"host": "n1", "task": "x", "res": {}}})
-    progress.event({"event": "runner_on_start", "event_data": {"host": "n1", "task": "Install the Slurm packages"}})
-    progress.event({"event": "runner_on_start", "event_data": {"host": "n2", "task": "Gathering Facts"}})
+        events.event({"event": "runner_on_ok", "event_data": {"host": "n1", "task": "x", "res": {}}})
+    events.event({"event": "runner_on_start", "event_data": {"host": "n1", "task": "Install the Slurm packages"}})
+    events.event({"event": "runner_on_start", "event_data": {"host": "n2", "task": "Gathering Facts"}})
     rows = {row[0]: row for row in progress.live_rows()}
     assert rows["n1"][1] == "[######------] 10/20" and rows["n1"][-1] == "Install the Slurm packages"
     assert rows["n2"][1] == "[------------] 0/40" and rows["n2"][-1] == "Gathering Facts"

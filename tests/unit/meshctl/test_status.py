@@ -90,7 +90,7 @@ class FakeStatus(list):
         hostvars = inventory["all"]["hosts"]
         groups = {g: set(body["hosts"]) for g, body in inventory["all"]["children"].items()}
         controller = sorted(groups["head"])[0]
-        progress = runner.Progress(out=io.StringIO(), live=False)
+        progress = runner.Events(runner.Progress(out=io.StringIO(), live=False))
         for host, read in self.reads.items():
             if host in self.unreachable:
                 continue
@@ -289,7 +289,7 @@ def test_every_problem_the_filter_names_has_advice():
 
 
 def test_progress_keeps_one_checked_record_per_host():
-    progress = runner.Progress(out=io.StringIO(), live=False)
+    progress = runner.Events(runner.Progress(out=io.StringIO(), live=False))
     record = flt().node_status(node_read(), {"name": "gpu1", "active": True, "compute": True})
     progress.event({"event": "runner_on_ok", "event_data": {"host": "gpu1", "res": {"ansible_facts": {
         health.FACT: record}}}})  # fmt: skip

@@ -164,7 +164,8 @@ def test_ansible_never_templates_recorded_facts(tmp_path):
 
 def test_progress_refuses_reported_facts_outside_the_schema():
     out = io.StringIO()
-    progress = runner.Progress(out=out, live=False)
+    reporter = runner.Progress(out=out, live=False)
+    progress = runner.Events(reporter)
     bad = {**NO_GPU, "in_container": PIPE % "/tmp/x"}
     for host, hw in (("good", NO_GPU), ("evil", bad)):
         data = {"host": host, "task": "Gather hardware facts", "res": {"ansible_facts": {"mesh_hw": hw}}}
@@ -199,13 +200,14 @@ def test_the_sanitizer_removes_escapes_and_controls(text, expected):
 
 def test_everything_printed_is_sanitized():
     out = io.StringIO()
-    progress = runner.Progress(out=out, live=False)
+    reporter = runner.Progress(out=out, live=False)
+    progress = runner.Events(reporter)
     progress.event({"event": "runner_on_failed", "event_data": {"host": "evil", "task": "t",
                                                                 "res": {"msg": f"boom{OSC52}"}}})  # fmt: skip
     progress.event({"event": "runner_on_ok", "event_data": {"host": "evil", "task_action": "ansible.builtin.debug",
                                                             "res": {"msg": f"note{OSC52}\x1b[2J"}}})  # fmt: skip
     display.table("t", ["node", "os"], [["evil", f"Debian{OSC52}"]], out=out, live=False)
-    progress.recap()
+    reporter.recap()
     text = out.getvalue()
     assert "boom" in text and "note" in text and "Debian" in text
     assert "\x1b" not in text and "\x07" not in text and "52;c;" not in text
