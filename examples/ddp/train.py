@@ -20,6 +20,7 @@ parameters (equal on all ranks when training was in step) and the interface vari
 from __future__ import annotations
 
 import argparse
+import gc
 import getpass
 import hashlib
 import io
@@ -187,6 +188,12 @@ def main() -> None:
         "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME"),
         "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
     }), flush=True)  # fmt: skip
+    # DDP holds the process group: let go of it here, while the interpreter is whole, so that
+    # destroy_process_group really ends Gloo's threads. Left to the interpreter's teardown, they
+    # were destroyed still running: "terminate called without an active exception", SIGABRT, and
+    # torchrun failed the finished job.
+    del ddp
+    gc.collect()
     dist.barrier()  # every rank is done with the store before any leaves (no c10d errors at the end)
     dist.destroy_process_group()
 
