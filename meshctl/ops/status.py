@@ -292,6 +292,10 @@ def status(
             row.since = record["since"] if record and row.instance and record["instance"] == row.instance else None
             if row.since is not None and not row.error:
                 row.error = f"rented {node.instance} {since_text(row.since, time.time())}"
+            elif not row.ssh and row.healthy and "~" in row.slurm:  # powered down: its machine given back
+                row.error = (
+                    f"given back to pool {pool['name']} (its machine terminated when idle): a job for it rents one"
+                )
     rows += pool_rows(burst.pools(mesh_vars), nodes, slurm_nodes, rented, prices.rows, price_problems, time.time())
     mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
     sinfo_ok = bool(controller.get("sinfo_ok"))

@@ -599,11 +599,18 @@ def test_status_shows_a_pool_nodes_machine_its_price_and_since_when_before_apply
         rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
         one = next(r for r in rows if r.name == "h100-1")
         assert one.listed and one.ssh and one.role == "pool h100" and one.since == since and one.price_per_hour == 3.29
-        # Given back: the provider runs it no more; the head's record no longer makes it rented.
+        # Given back: the provider runs it no more; the head's record no longer makes it rented, and
+        # powered down it is said to be its pool's again.
         api.backend.terminate(machine)
         rows, _mlflow, _healthy = status_op.status(mesh, *mesh.load())
         one = next(r for r in rows if r.name == "h100-1")
         assert one.instance == "" and one.since is None
+        fake.unreachable = ["h100-1"]
+        fake.reads["head"] = {**read, "sinfo": sinfo(**{"h100-1": "idle~|gpu:h100:1|", "h100-2": "idle~|gpu:h100:1|",
+                                                         "h100-3": "idle~|gpu:h100:1|"}), "rented": rented}  # fmt: skip
+        rows, _mlflow, healthy = status_op.status(mesh, *mesh.load())
+        one = next(r for r in rows if r.name == "h100-1")
+        assert one.healthy and one.error.startswith("given back to pool h100"), one
 
 
 @pytest.mark.parametrize(
