@@ -47,6 +47,7 @@ RENAMED = {
     "slurm_source_suites": "slurm_build_source_suites",
     "slurm_drain_force": "slurm_controller_drain_force",
     "slurm_drain_timeout": "slurm_controller_drain_timeout",
+    "pod_program_dir": "mesh_pod_program_dir",  # when the supervisor programs became a module
 }
 # Other tools' words for stopping an idle machine (a host or group variable meshctl would ignore).
 OTHER_TOOLS = {

@@ -138,7 +138,7 @@ def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
             data = None
         if isinstance(data, dict):
             found.append(data.get("slurm_accounting"))
-    default = resources.role_defaults("slurm").get("slurm_accounting")
+    default = resources.role_defaults("slurm_defaults").get("slurm_accounting")
     return any(v is True or str(v).lower() in ("true", "yes") for v in [*found, default] if v is not None)
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import yaml
 
 from meshctl import resources
-from tests.unit.collection.test_role_validation import pulled_in_unvalidated
 
 BIN = Path(sys.executable).parent
 PLAY = """
@@ -25,7 +24,7 @@ PLAY = """
         rolespec_validate: false
         tasks_from: settings
       vars:
-        mesh_base_settings_roles: [mesh, mesh_base, job_users, slurm, mlflow]
+        mesh_base_settings_roles: [mesh, mesh_base, job_users, slurm_defaults, slurm, mlflow]
 """
 
 
@@ -82,14 +81,13 @@ def test_site_checks_exactly_the_roles_it_imports():
                 elif "tasks_from" not in role:
                     imported.add(role["name"].rsplit(".", 1)[-1])
         assert "roles" not in play, f"play '{play.get('name')}' lists roles (each validates on every node)"
-    # and the roles those pull in unvalidated, and those pull in in turn (role slurm: mesh_facts,
-    # slurm_controller, which pulls in power_save and slurm_accounting; test_role_validation.py)
-    pulled, walked = set(), set()
-    while todo := (imported | pulled) - walked:
+    # and the settings-only roles they declare as dependencies (mesh, slurm_defaults: their specs'
+    # entry point is not `main`); no role pulls in another (test_playbook_shape.py)
+    declared, walked = set(), set()
+    while todo := (imported | declared) - walked:
         for role in todo:
             walked.add(role)
-            for path in sorted((resources.roles_dir() / role / "tasks").glob("*.yml")):
-                pulled_in_unvalidated(yaml.safe_load(path.read_text()), pulled)
-    assert {"mesh_facts", "power_save", "slurm_controller", "slurm_accounting"} <= pulled
-    # and role mesh, which every role pulls in as a dependency (its spec's entry point is not `main`)
-    assert checked == imported | pulled | {"mesh"}
+            meta = yaml.safe_load((resources.roles_dir() / role / "meta" / "main.yml").read_text())
+            declared |= {str(dep["role"]).rsplit(".", 1)[-1] for dep in meta.get("dependencies") or []}
+    assert declared == {"mesh", "slurm_defaults"}
+    assert checked == imported | declared

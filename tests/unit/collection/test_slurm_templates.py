@@ -16,11 +16,11 @@ from tests.conftest import fixture_text
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 TEMPLATES = [str(ROLES / role / "templates") for role in ("slurm_controller", "slurm_node", "slurm_accounting")]
 DEFAULTS = {
-    **yaml.safe_load((ROLES / "slurm" / "defaults" / "main.yml").read_text()),
+    **yaml.safe_load((ROLES / "slurm_defaults" / "defaults" / "main.yml").read_text()),
     **yaml.safe_load((ROLES / "slurm_accounting" / "defaults" / "main.yml").read_text()),
 }
 ROLE_VARS = {
-    **yaml.safe_load((ROLES / "slurm" / "vars" / "main.yml").read_text()),
+    **yaml.safe_load((ROLES / "slurm_defaults" / "vars" / "main.yml").read_text()),
     **yaml.safe_load((ROLES / "slurm_accounting" / "vars" / "main.yml").read_text()),
 }
 
@@ -541,7 +541,7 @@ def role_power_values(host: str, idle: dict[str, int]) -> dict:
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    role_vars = yaml.safe_load((ROLES / "slurm" / "vars" / "main.yml").read_text())
+    role_vars = yaml.safe_load((ROLES / "slurm_defaults" / "vars" / "main.yml").read_text())
     names = ("slurm_power_feature", "slurm_power_feature_prefix", "slurm_power_save", "slurm_idle_times")
     variables = {
         "mesh_power_plan": {"nodes": {name: {"idle_stop": s} for name, s in idle.items()}, "refused": {}},

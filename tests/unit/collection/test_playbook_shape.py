@@ -1,0 +1,103 @@
+"""The playbooks show what runs where: no role runs another role, site.yml names each role per
+group with one tag (its name, or its family's), and `--list-tags` names them (kubespray's shape)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+PREFIX = "meshctl.mesh."
+ROLE_KEYS = ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role")
+FAMILIES = {"slurm": ("slurm", "slurm_build", "slurm_controller", "slurm_node", "slurm_accounting"),
+            "nfs": ("nfs_server", "nfs_client")}  # fmt: skip
+
+
+def role_steps(node, found: list[dict]) -> list[dict]:
+    """Every task under NODE that runs a role (include_role or import_role), as written."""
+    if isinstance(node, dict):
+        if any(key in node for key in ROLE_KEYS):
+            found.append(node)
+        for value in node.values():
+            role_steps(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            role_steps(value, found)
+    return found
+
+
+def role_of(step: dict) -> str:
+    spec = next(step[key] for key in ROLE_KEYS if key in step)
+    return str(spec["name"]).removeprefix(PREFIX)
+
+
+def site() -> list[dict]:
+    return yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
+
+
+def tag_of(role: str) -> str:
+    return next((family for family, members in FAMILIES.items() if role in members), role)
+
+
+def test_no_role_runs_another_role():
+    files = [*(REPO / "roles").glob("*/tasks/*.yml"), *(REPO / "roles").glob("*/handlers/*.yml")]
+    assert len(files) > 40
+    runs = {f"{path.relative_to(REPO)}: {role_of(step)}" for path in files
+            for step in role_steps(yaml.safe_load(path.read_text()), [])}  # fmt: skip
+    assert runs == set(), f"a role runs another (site.yml runs each on its group): {sorted(runs)}"
+
+
+def test_the_walk_finds_a_role_step_in_a_block():
+    tasks = [{"block": [{"ansible.builtin.include_role": {"name": "meshctl.mesh.x"}}]}]
+    assert [role_of(step) for step in role_steps(tasks, [])] == ["x"]
+
+
+def test_site_names_each_role_per_group_with_one_tag_its_name_or_its_familys():
+    roles_run = set()
+    for play in site():
+        if "import_playbook" in str(play):
+            assert play.get("tags") == ["always"], play
+            continue
+        assert play["hosts"] in ("head", "compute", "head:compute", "pod", "tailnet"), play["name"]
+        for step in role_steps([play.get("tasks"), play.get("post_tasks")], []):
+            role = role_of(step)
+            roles_run.add(role)
+            tags = step.get("tags")
+            assert tags in ([tag_of(role)], ["always"]), f"{play['name']}: {step['name']} has tags {tags}"
+    with_tasks = {path.parent.parent.name for path in (REPO / "roles").glob("*/tasks/main.yml")}
+    assert with_tasks - roles_run == {"doctor"}, "every role with tasks but doctor's (playbooks/doctor.yml) runs here"
+
+
+def test_the_settings_only_roles_are_declared_not_run():
+    for role in ("mesh", "slurm_defaults"):
+        assert not (REPO / "roles" / role / "tasks").exists(), role
+    for role in FAMILIES["slurm"]:
+        meta = yaml.safe_load((REPO / "roles" / role / "meta" / "main.yml").read_text())
+        assert {"role": PREFIX + "slurm_defaults"} in meta["dependencies"], role
+
+
+def test_list_tags_names_one_tag_per_role_and_tags_nfs_runs_the_shares_roles_only():
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    bin_dir = Path(sys.executable).parent
+    listed = subprocess.run([str(bin_dir / "ansible-playbook"), "playbooks/site.yml", "--list-tags"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    tags = set()
+    for line in listed.stdout.splitlines():
+        if "TASK TAGS:" in line:
+            tags |= {tag.strip() for tag in line.split("[", 1)[1].rstrip("]").split(",") if tag.strip()}
+    run = {role_of(step) for play in site() for step in role_steps([play.get("tasks"), play.get("post_tasks")], [])}
+    assert tags == {tag_of(role) for role in run} - {"mesh_facts"} | {"always"}, tags
+    tasks = subprocess.run([str(bin_dir / "ansible-playbook"), "playbooks/site.yml", "--list-tasks", "--tags", "nfs"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert tasks.returncode == 0, tasks.stderr
+    named = [line.strip() for line in tasks.stdout.splitlines() if "TAGS:" in line and "play #" not in line]
+    nfs = [line for line in named if line.startswith(("meshctl.mesh.nfs_server :", "meshctl.mesh.nfs_client :"))]
+    assert {line.split(" :")[0] for line in nfs} == {"meshctl.mesh.nfs_server", "meshctl.mesh.nfs_client"}, tasks.stdout
+    # Besides the share's roles: only what every step needs (the checks, the hardware facts).
+    assert all(line.endswith("TAGS: [always]") for line in named if line not in nfs), tasks.stdout
+    assert len(nfs) >= 10, tasks.stdout
