@@ -68,6 +68,9 @@ def test_site_names_each_role_per_group_with_one_tag_its_name_or_its_familys():
             roles_run.add(role)
             tags = step.get("tags")
             assert tags in ([tag_of(role)], ["always"]), f"{play['name']}: {step['name']} has tags {tags}"
+            include = step.get("ansible.builtin.include_role")
+            if include:  # an include's own tags are not its tasks': `apply` hands them down
+                assert include.get("apply", {}).get("tags") == tags, f"{step['name']}: no `apply: tags: {tags}`"
     with_tasks = {path.parent.parent.name for path in (REPO / "roles").glob("*/tasks/main.yml")}
     assert with_tasks - roles_run == {"doctor"}, "every role with tasks but doctor's (playbooks/doctor.yml) runs here"
 

@@ -72,7 +72,7 @@ def test_site_checks_exactly_the_roles_it_imports():
     for play in plays:
         for section in ("pre_tasks", "tasks", "post_tasks"):
             for task in play.get(section) or []:
-                role = task.get("ansible.builtin.import_role")
+                role = task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role")
                 if not role:
                     continue
                 assert role.get("rolespec_validate") is False, f"{role['name']} validates again on every node"
