@@ -192,7 +192,6 @@ class Mesh:
     def __init__(self, path: Path) -> None:
         self.path = Path(path).resolve()
         self.refused_facts: dict[str, str] = {}  # node -> why its recorded facts were left out (load_facts)
-        self.groups: dict[str, dict] = {}  # the groups a user added to mesh.yml (load), written back (save)
 
     @property
     def inventory(self) -> Path:
@@ -281,7 +280,7 @@ class Mesh:
         """The inventory one Ansible run gets (see ``to_inventory``), with the provider API URLs this
         machine overrides (MESHCTL_<PROVIDER>_API_URL), which the head's power program uses too."""
         facts = self.load_facts()
-        inventory = to_inventory(nodes, mesh_vars, groups=self.groups, facts=facts, secrets=self.secrets,
+        inventory = to_inventory(nodes, mesh_vars, groups=self.user_groups(), facts=facts, secrets=self.secrets,
                                  leaving=leaving, converging=converging)  # fmt: skip
         urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in RENTED
                 if os.environ.get(f"MESHCTL_{p.upper()}_API_URL")}  # fmt: skip
@@ -344,7 +343,7 @@ class Mesh:
             raise InventoryError(f"{self.inventory} is not valid YAML ({problem})", hint=hint) from None
         try:
             nodes, mesh_vars = from_inventory(data)
-            self.groups = user_groups(data)
+            user_groups(data)  # checked here, read again where they are written (save, run_inventory)
         except InventoryError as exc:
             raise InventoryError(
                 f"{self.inventory}: {exc.message}",
@@ -362,10 +361,23 @@ class Mesh:
             raise InventoryError(f"{self.path / first.file}: line {first.line}: {first.message}{more}",
                                  hint=first.hint)  # fmt: skip
 
+    def user_groups(self) -> dict[str, dict]:
+        """The groups a user added to mesh.yml as the file has them now (none before it exists): kept
+        as they are in every inventory written or handed to Ansible. Read from the file, not kept from
+        ``load``: nothing of one call rests on another's."""
+        try:
+            data = settings.load(self.inventory.read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            return {}
+        try:
+            return user_groups(data)
+        except (InventoryError, KeyError, TypeError, AttributeError):  # not a mesh's: load says why
+            return {}
+
     def save(self, nodes: list[Node], mesh_vars: dict) -> None:
         for node in nodes:
             node.validate()
-        text = HEADER + yaml.safe_dump(to_inventory(nodes, mesh_vars, groups=self.groups), sort_keys=False,
+        text = HEADER + yaml.safe_dump(to_inventory(nodes, mesh_vars, groups=self.user_groups()), sort_keys=False,
                                        default_flow_style=False)  # fmt: skip
         atomic_write(self.inventory, text, backup=True)
 

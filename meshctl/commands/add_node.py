@@ -35,7 +35,7 @@ def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, 
     adds none of them.
     """
     with work.changing(mesh_dir, f"add-node {' '.join(targets)}", wait) as w:
-        plans = add.plan_adds(w.mesh, w.nodes, targets, name, provider, ssh_key, address, w.mesh_vars,
+        plans = add.plan_adds(w, targets, name, provider, ssh_key, address,
                               on_plan=lambda plan: display.preflight_table(plan.report))  # fmt: skip
         for plan in plans:
             what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
@@ -43,9 +43,7 @@ def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, 
             display.echo(f"{what} {plan.node.name} ({plan.node.host}{kind}) ...")
             if plan.cloud == "COMMUNITY":
                 display.echo(add.THIRD_PARTY_HOST)
-        result = add.add_node(
-            w.mesh, w.nodes, w.mesh_vars, plans, runner.Progress(), dry_run=dry_run, verbosity=verbosity
-        )
+        result = add.add_node(w, plans, runner.Progress(), dry_run=dry_run, verbosity=verbosity)
     for note in result.notes:
         display.echo(note)
     names = ", ".join(plan.node.name for plan in plans)

@@ -23,7 +23,7 @@ def command(limit, check, diff, mesh_dir, wait, verbosity) -> None:
     Nodes that cannot be reached are listed and the others converged (exit 7, partial).
     """
     with work.changing(mesh_dir, "apply", wait) as w:
-        result = apply.apply(w.mesh, w.nodes, w.mesh_vars, runner.Progress(), limit, check, diff, verbosity)
+        result = apply.apply(w, runner.Progress(), limit, check, diff, verbosity)
     for note in result.notes:
         display.echo(note)
     if not check:

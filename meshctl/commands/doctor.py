@@ -32,7 +32,7 @@ def command(as_json, mesh_dir, verbosity) -> None:
     """
     w = work.reading(mesh_dir)
     progress = runner.Progress(out=io.StringIO(), live=False) if as_json else runner.Progress()
-    links, allreduce, problems = doctor_lib.doctor(w.mesh, w.nodes, w.mesh_vars, progress, verbosity)
+    links, allreduce, problems = doctor_lib.doctor(w, progress, verbosity)
     if as_json:
         display.echo(json.dumps({"links": [asdict(link) for link in links], "allreduce": asdict(allreduce),
                                  "problems": problems}, indent=2))  # fmt: skip

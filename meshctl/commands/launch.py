@@ -44,8 +44,7 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
                "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
     request = launch_op.new_request(name, provider, kind, gpu, only, max_price, options, ssh_key)
     w = work.reading(mesh_dir)
-    chosen = launch_op.plan(w.mesh, w.nodes, w.mesh_vars, request, say=display.echo,
-                            warn=lambda line: display.echo(line, err=True))  # fmt: skip
+    chosen = launch_op.plan(w, request, say=display.echo, warn=lambda line: display.echo(line, err=True))
     if chosen.third_party:
         display.echo(launch_op.THIRD_PARTY_HOST)
     cost = f" at ${chosen.price:.2f}/h" if chosen.price is not None else " (its price: not listed by the provider)"
@@ -53,6 +52,6 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
     more = f" (or the next of {count} offers if it cannot be rented)" if count > 1 else ""
     confirm(f"rent a {chosen.kind} at {chosen.title}{cost}{more} as {name}? It bills "
             "until it is stopped or deleted", yes)  # fmt: skip
-    launch_op.launch(w.mesh, w.mesh_vars, chosen, request, say=display.echo, wait=wait, verbosity=verbosity,
+    launch_op.launch(w, chosen, request, say=display.echo, wait=wait, verbosity=verbosity,
                      preflight_table=display.preflight_table)  # fmt: skip
     display.echo(f"{name} is active; `meshctl status` shows the mesh")

@@ -29,6 +29,6 @@ def command(name, force, timeout, terminate, yes, mesh_dir, wait, verbosity) -> 
         node = next((n for n in w.nodes if n.name == name), None)
         if terminate and node is not None and node.instance:
             confirm(f"delete {node.instance} at its provider after {name} leaves? Its disk goes with it", yes)
-        remove.remove_node(w.mesh, w.nodes, w.mesh_vars, name, force, timeout, runner.Progress(), say=display.echo,
-                               verbosity=verbosity, terminate=terminate)  # fmt: skip
+        remove.remove_node(w, name, force, timeout, runner.Progress(), say=display.echo, verbosity=verbosity,
+                           terminate=terminate)  # fmt: skip
     display.echo(f"{name} removed from the mesh")

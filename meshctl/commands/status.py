@@ -51,7 +51,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     w = work.reading(mesh_dir)
     timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
-    rows, mlflow, healthy = status_op.status(w.mesh, w.nodes, w.mesh_vars, timeout=timeout, verbosity=verbosity)
+    rows, mlflow, healthy = status_op.status(w, timeout=timeout, verbosity=verbosity)
     pools = status_op.pools(w.mesh_vars, rows)
     priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)

@@ -21,7 +21,7 @@ from meshctl.options import json_option, mesh_option, verbose_option
 def command(since, until, as_json, mesh_dir, verbosity) -> None:
     """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
     w = work.reading(mesh_dir)
-    rows, start, end, problems = usage_lib.usage(w.mesh, w.nodes, w.mesh_vars, since, until, verbosity)
+    rows, start, end, problems = usage_lib.usage(w, since, until, verbosity)
     total = round(sum(r.cost for r in rows), 2)
     if as_json:
         out = {"since": start, "until": end, "cost": total, "problems": problems,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from meshctl import cloud, runner, session, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
 from meshctl.model import Node, check_name, head_of, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
+from meshctl.ops.work import Work
 
 THIRD_PARTY_HOST = cloud.THIRD_PARTY_HOST  # said before a Community Cloud pod is added (meshctl/cloud.py)
 
@@ -24,14 +24,7 @@ class AddPlan:
 
 
 def plan_add(
-    mesh: Mesh,
-    nodes: list[Node],
-    target_text: str,
-    name: str | None,
-    provider: str | None,
-    ssh_key: str | None,
-    address: str | None,
-    mesh_vars: dict | None = None,
+    w: Work, target_text: str, name: str | None, provider: str | None, ssh_key: str | None, address: str | None
 ) -> AddPlan:
     """Validate everything about a new node before touching anything; raise on any problem.
 
@@ -39,7 +32,8 @@ def plan_add(
     SSH address, user and provider come from the provider's API, and the node records it).
     """
     instance, cloud_type = None, ""
-    rented = cloud.target_of(mesh, mesh_vars or {}, target_text)
+    mesh, nodes = w.mesh, w.nodes
+    rented = cloud.target_of(mesh, w.mesh_vars, target_text)
     if rented is not None:
         target_text, api_provider, instance, _pod, cloud_type = rented
         if provider not in (None, api_provider):
@@ -93,14 +87,12 @@ def plan_add(
 
 
 def plan_adds(
-    mesh: Mesh,
-    nodes: list[Node],
+    w: Work,
     targets: list[str] | tuple[str, ...],
     name: str | None,
     provider: str | None,
     ssh_key: str | None,
     address: str | None,
-    mesh_vars: dict | None = None,
     on_plan=None,
 ) -> list[AddPlan]:
     """``plan_add`` for each of TARGETS, all of them before anything is written; raise on any problem.
@@ -120,7 +112,7 @@ def plan_adds(
         )
     plans: list[AddPlan] = []
     for target in targets:
-        plan = plan_add(mesh, nodes, target, name, provider, ssh_key, address, mesh_vars)
+        plan = plan_add(w, target, name, provider, ssh_key, address)
         for earlier in plans:
             if (earlier.node.host, earlier.node.port) == (plan.node.host, plan.node.port):
                 raise UsageError(f"{plan.node.host}:{plan.node.port} is given twice", hint="name each machine once")
@@ -135,13 +127,14 @@ def plan_adds(
     return plans
 
 
-def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plans, progress, dry_run=False, verbosity=0):
+def add_node(w: Work, plans, progress, dry_run=False, verbosity=0):
     """Configure the new nodes and the head only, in one run; mark them active on success.
 
     PLANS is one ``AddPlan`` or a list of them. No other node is contacted: the head renders
     cluster-wide files from the records and the recorded facts of the others. A failed run leaves
     every new node pending; the same command resumes them all.
     """
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     plans = [plans] if isinstance(plans, AddPlan) else list(plans)
     added = [plan.node for plan in plans]
     names = {node.name for node in added}
@@ -158,11 +151,11 @@ def add_node(mesh: Mesh, nodes: list[Node], mesh_vars: dict, plans, progress, dr
                      verbosity=verbosity)  # fmt: skip
         runner.raise_for(result, "the dry run found a problem; nothing was changed")
         return result
-    mesh.save(everyone, mesh_vars)
-    result = session.run(mesh, everyone, mesh_vars, "site.yml", progress, targets, verbosity=verbosity)
+    w.save(everyone)
+    result = w.run("site.yml", progress, targets=targets, verbosity=verbosity)
     runner.raise_for(result, retry)
     for node in targets:
         node.state = "active"
     result.notes = tailnet.record_addresses(targets, result.reports, everyone, tailnet.tailnet_cidr(mesh))
-    mesh.save(everyone, mesh_vars)
+    w.save()
     return result

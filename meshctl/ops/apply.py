@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from meshctl import burst, cloud, core, headcopy, hostkeys, runner, session, slurm, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
 from meshctl.model import Node, head_of
 from meshctl.ops import status
+from meshctl.ops.work import Work
 
 
-def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False,
-                 head_record=None) -> list[str]:  # fmt: skip
+def follow_moves(w: Work, progress, check: bool = False, head_record=None) -> list[str]:
     """Rented nodes their provider now runs at another SSH address or port (a Runpod pod started
     again, a Paperspace machine's new public IP) are recorded there before a run reaches them, the
     host keys known for the old address carried to the new one (the machine must still show one
@@ -23,6 +22,7 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
     its volume (its host had no GPU left) is followed by name with the host keys known for it carried
     over: it keeps them on its volume, and SSH refuses a machine that shows none. A dry run says so
     and records nothing. Returns the names of the nodes moved."""
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     if check or not any(node.instance for node in nodes) or not cloud.configured(mesh):
         return []
     moves, problems = cloud.moved(mesh, nodes, mesh_vars)
@@ -71,16 +71,16 @@ def follow_moves(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
         if was:
             progress.note(f"{node.name}: mesh address {was} -> {host} (its SSH address: no tailnet)")
     if followed:
-        mesh.save(nodes, mesh_vars)
+        w.save()
     return followed
 
 
-def follow_pools(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check: bool = False,
-                 head_record=None) -> list[str]:  # fmt: skip
+def follow_pools(w: Work, progress, check: bool = False, head_record=None) -> list[str]:
     """A burst pool's machine the head rented, running now, is taken into mesh.yml as its node, only
     with the head's record of renting that very instance (anyone who can launch in the account can
     name one after a pool node) and with the host keys the head met on it, reached with the key
     that reaches the head. A dry run records nothing. Returns the nodes taken."""
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     every = burst.pools(mesh_vars)
     if check or not every or not cloud.configured(mesh):
         return []
@@ -114,19 +114,20 @@ def follow_pools(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, check
                       "head, taken into mesh.yml with the host key(s) the head met on it")  # fmt: skip
         taken.append(name)
     if taken:
-        mesh.save(nodes, mesh_vars)
+        w.save()
     return taken
 
 
-def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=False, verbosity=0):
+def apply(w: Work, progress, limit=None, check=False, diff=False, verbosity=0):
     """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
 
     Rented nodes their provider moved are recorded at their new address first (follow_moves), and
     burst pools' machines the head rented taken in (follow_pools). Nodes that cannot be reached are
     reported (exit 'partial'); the others are converged.
     """
-    follow_pools(mesh, nodes, mesh_vars, progress, check)
-    follow_moves(mesh, nodes, mesh_vars, progress, check)
+    follow_pools(w, progress, check)
+    follow_moves(w, progress, check)
+    mesh, nodes = w.mesh, w.nodes
     targets = None
     if limit:
         wanted = [part.strip() for part in limit.split(",") if part.strip()]
@@ -135,15 +136,13 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
             names = ", ".join(unknown)
             raise UsageError(f"--limit names no node of the mesh: {names}", hint="`meshctl status` lists the nodes")
         targets = [head_of(nodes), *(n for n in nodes if n.name in wanted)]
-    result = session.run(
-        mesh, nodes, mesh_vars, "site.yml", progress, targets, check=check, diff=diff, verbosity=verbosity
-    )
+    result = w.run("site.yml", progress, targets=targets, check=check, diff=diff, verbosity=verbosity)
     reached = [n for n in (targets or nodes) if result.succeeded(n.name)]
     head_lost = head_of(nodes).name in result.unreachable
     partial = not result.ok and not result.failed and bool(result.unreachable) and not head_lost
     resting = {}
     if partial:  # a node Slurm stopped while idle is meant to be off: skipped and said, not a failure
-        resting = resting_nodes(mesh, nodes, mesh_vars, result.unreachable)
+        resting = resting_nodes(w, result.unreachable)
         for name, why in resting.items():
             progress.note(f"{name}: {why}; not changed: a job for it (or `scontrol update nodename={name} "
                           f"state=power_up` on the head) starts it, then `meshctl apply --limit {name}`")  # fmt: skip
@@ -156,16 +155,16 @@ def apply(mesh: Mesh, nodes, mesh_vars, progress, limit=None, check=False, diff=
             if node.state == "pending":
                 node.state, changed = "active", True
         if changed:
-            mesh.save(nodes, mesh_vars)
+            w.save()
     if partial and set(result.unreachable) - set(resting):
         session.raise_partial(mesh, nodes, result, f"converged {len(reached)} node(s)", resting=resting)
     return result
 
 
-def resting_nodes(mesh: Mesh, nodes: list[Node], mesh_vars: dict, names) -> dict[str, str]:
+def resting_nodes(w: Work, names) -> dict[str, str]:
     """Of the nodes ``names`` (SSH could not reach them), those Slurm stopped while idle or is
     starting, with why: one read of the head's Slurm view (playbooks/status.yml on the head)."""
-    result = status.read_status(mesh, nodes, mesh_vars, status.STATUS_CONNECT_TIMEOUT, [head_of(nodes)])
+    result = status.read_status(w, status.STATUS_CONNECT_TIMEOUT, [head_of(w.nodes)])
     controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
     slurm_nodes = controller.get("slurm_nodes") or {}
     resting = {name: slurm.resting_state(slurm_nodes.get(name) or {}) for name in names}

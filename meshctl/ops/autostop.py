@@ -41,8 +41,8 @@ def autostop(mesh: Mesh, name: str, duration: str, wait: float = 0.0, verbosity:
     changed; a converge that fails puts the old idle_stop back."""
     power = core.power_save
     seconds = seconds_of(duration)
-    with work.locked(mesh, f"autostop {name} {duration}", wait):
-        nodes, mesh_vars = mesh.load()
+    with work.changing(mesh, f"autostop {name} {duration}", wait) as w:
+        nodes, mesh_vars = w.nodes, w.mesh_vars
         node = node_named(nodes, name)
         if "head" in node.roles:
             raise UsageError(f"{name} cannot be stopped when idle: the head is never stopped (every node needs it)",
@@ -61,15 +61,15 @@ def autostop(mesh: Mesh, name: str, duration: str, wait: float = 0.0, verbosity:
         planned = power.power_plan({n.name: n.hostvars() for n in nodes}, by_provider)["nodes"]
         node.extra["idle_stop"] = duration if seconds else False
         changes = power.power_plan({n.name: n.hostvars() for n in nodes}, by_provider)["nodes"] != planned
-        mesh.save(nodes, mesh_vars)
+        w.save()
         if changes:
             try:
-                apply.apply(mesh, nodes, mesh_vars, runner.Progress(), head_of(nodes).name, verbosity=verbosity)
+                apply.apply(w, runner.Progress(), head_of(nodes).name, verbosity=verbosity)
             except BaseException:
                 if before is None:
                     node.extra.pop("idle_stop")
                 else:
                     node.extra["idle_stop"] = before
-                mesh.save(nodes, mesh_vars)  # as it was: the head did not take the new idle time
+                w.save()  # as it was: the head did not take the new idle time
                 raise
     return Autostop(name, seconds, changes)

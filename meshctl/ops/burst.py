@@ -121,11 +121,10 @@ def authorize(node: Node, mesh: Mesh, authorized: Path | None) -> None:
         raise UsageError(f"{node.name}: cannot reach the new machine: {what}", hint=todo)
 
 
-def setup(mesh: Mesh, nodes: list[Node], mesh_vars: dict, target: str, name: str, key_file: Path) -> None:
+def setup(w: work.Work, target: str, name: str, key_file: Path) -> None:
     """The new machine added as ``meshctl add-node PROVIDER:ID --name NAME`` adds one: its
     preflight, then it and the head converged."""
-    planned = add.plan_add(mesh, nodes, target, name, None, str(key_file), None, mesh_vars)
-    add.add_node(mesh, nodes, mesh_vars, planned, runner.Progress())
+    add.add_node(w, add.plan_add(w, target, name, None, str(key_file), None), runner.Progress())
 
 
 def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Callable[[str], None] = print,
@@ -139,8 +138,8 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
         say(f"{name}: {what} in {now - since:.0f} s")
         return now
 
-    with work.locked(mesh, f"burst {name}", 600):
-        nodes, mesh_vars = mesh.load()
+    with work.changing(mesh, f"burst {name}", 600) as w:
+        nodes, mesh_vars = w.nodes, w.mesh_vars
         pool = pooled.pool_of(mesh_vars, name)
         if pool is None:
             raise UsageError(f"{name} is no burst pool's node", hint="`meshctl burst list` shows the pools")
@@ -165,9 +164,9 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
         request = launch.Request(name=name, gpu=f"{pool['gpu']}:{pool['gpus']}",
                                  only=providers[0] if len(providers) == 1 else "any", max_price=budget,
                                  options=options, ssh_key=str(key_file))  # fmt: skip
-        others = [n for n in nodes if n.name != name]
+        others = work.Work(mesh, [n for n in nodes if n.name != name], mesh_vars)
         try:
-            chosen = launch.plan(mesh, others, mesh_vars, request, say=lambda line: say(f"{name}: {line}"),
+            chosen = launch.plan(others, request, say=lambda line: say(f"{name}: {line}"),
                                  warn=lambda line: say(f"{name}: {line}"))  # fmt: skip
         except UsageError as exc:
             spent = f"; burst_max_spend ${limit:.2f}/h, pools up ${running:.2f}/h" if limit is not None else ""
@@ -199,9 +198,8 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
             authorize(probe, mesh, authorized)
             from meshctl import headcopy
 
-            setup(mesh, others, mesh_vars, ref, name, key_file)
-            nodes, mesh_vars = mesh.load()
-            node = next(n for n in nodes if n.name == name)
+            setup(others, ref, name, key_file)
+            node = next(n for n in others.nodes if n.name == name)
             headcopy.write_record(mesh, name, ref, node.host, node.port, node.mesh_address)
             phase("setup (add-node: preflight, converge)", since)
         except (MeshctlError, StopIteration) as exc:
@@ -303,30 +301,29 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
     return record
 
 
-def converge_head(mesh: Mesh, nodes: list[Node], mesh_vars: dict, verbosity: int = 0) -> None:
+def converge_head(w: work.Work, verbosity: int = 0) -> None:
     """The head converged: slurm.conf declares the pools' nodes, the power program and the relaunch
     service know them."""
     from meshctl.model import head_of
     from meshctl.ops import apply
 
-    apply.apply(mesh, nodes, mesh_vars, runner.Progress(), head_of(nodes).name, verbosity=verbosity)
+    apply.apply(w, runner.Progress(), head_of(w.nodes).name, verbosity=verbosity)
 
 
 def add_pool(mesh: Mesh, record_of: Callable[[list[Node], dict], dict], wait: float = 0.0, verbosity: int = 0,
              converge=converge_head) -> dict:  # fmt: skip
     """The pool RECORD_OF(nodes, mesh_vars) makes added to mesh.yml and the head converged; a converge
     that fails leaves mesh.yml as it was."""
-    with work.locked(mesh, "burst add", wait):
-        nodes, mesh_vars = mesh.load()
-        record = record_of(nodes, mesh_vars)
-        before = mesh_vars.get("burst_pools")
-        mesh_vars["burst_pools"] = [*pooled.pools(mesh_vars), record]
-        mesh.save(nodes, mesh_vars)
+    with work.changing(mesh, "burst add", wait) as w:
+        record = record_of(w.nodes, w.mesh_vars)
+        before = w.mesh_vars.get("burst_pools")
+        w.mesh_vars["burst_pools"] = [*pooled.pools(w.mesh_vars), record]
+        w.save()
         try:
-            converge(mesh, nodes, mesh_vars, verbosity)
+            converge(w, verbosity)
         except BaseException:
-            _put_back(mesh_vars, before)
-            mesh.save(nodes, mesh_vars)
+            _put_back(w.mesh_vars, before)
+            w.save()
             raise
     return record
 
@@ -342,8 +339,8 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
                 converge=converge_head) -> list[str]:  # fmt: skip
     """Pool NAME out: every machine it holds terminated (their jobs end), its nodes out of mesh.yml
     and of Slurm (the head converged). Returns the machines terminated."""
-    with work.locked(mesh, f"burst remove {name}", wait):
-        nodes, mesh_vars = mesh.load()
+    with work.changing(mesh, f"burst remove {name}", wait) as w:
+        nodes, mesh_vars = w.nodes, w.mesh_vars
         every = pooled.pools(mesh_vars)
         pool = next((p for p in every if p["name"] == name), None)
         if pool is None:
@@ -359,8 +356,8 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
         mesh_vars["burst_pools"] = [p for p in every if p["name"] != name]
         if not mesh_vars["burst_pools"]:
             mesh_vars.pop("burst_pools")
-        mesh.save(kept, mesh_vars)
-        converge(mesh, kept, mesh_vars, verbosity)
+        w.save(kept)
+        converge(w, verbosity)
     return done
 
 

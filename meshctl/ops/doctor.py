@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from meshctl import core, display, session, tailnet
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
-from meshctl.model import Node, head_of
+from meshctl.model import head_of
+from meshctl.ops.work import Work
 
 ERROR_CAP = 300
 
@@ -101,14 +101,15 @@ def allreduce_of(report: dict | None, why: str = "the head could not be reached"
     return out
 
 
-def doctor(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0):
+def doctor(w: Work, progress, verbosity: int = 0):
     """(links, all-reduce, problems): measure, then check what the nodes reported."""
+    nodes, mesh_vars = w.nodes, w.mesh_vars
     active = [n.name for n in nodes if n.state == "active"]
     if len(active) < 2:
         raise UsageError(f"`meshctl doctor` measures the links between two nodes or more; the mesh has "
                          f"{len(active)} active ({', '.join(active) or 'none'})",
                          hint="add a node first: `meshctl add-node [USER@]HOST`")  # fmt: skip
-    result = session.run(mesh, nodes, mesh_vars, "doctor.yml", progress, verbosity=verbosity)
+    result = w.run("doctor.yml", progress, verbosity=verbosity)
     names = {n.name for n in nodes}
     on_tailnet = tailnet.uses_tailscale(mesh_vars)
     links: list[Link] = []

@@ -16,7 +16,7 @@ from pathlib import Path
 from meshctl.errors import InventoryError, UsageError
 from meshctl.mesh import removed_on_failure
 from meshctl.model import check_name
-from meshctl.ops import add, init
+from meshctl.ops import add, init, work
 
 
 @dataclass
@@ -85,11 +85,11 @@ def init_from_inventory(path: Path, source: Path, head_group: str, compute_group
     with removed_on_failure(Path(path)):
         mesh, _head, report = init.init_mesh(path, head.target, head.name, head.ssh_key, provider, None,
                                                    **init_options)  # fmt: skip
-        nodes, mesh_vars = mesh.load()
+        w = work.reading(mesh)
         reports = [report]
         for host in computes:
-            plan = add.plan_add(mesh, nodes, host.target, host.name, provider, host.ssh_key, None)
-            nodes.append(plan.node)
+            plan = add.plan_add(w, host.target, host.name, provider, host.ssh_key, None)
+            w.nodes.append(plan.node)
             reports.append(plan.report)
-        mesh.save(nodes, mesh_vars)
-    return mesh, nodes, [r for r in reports if r is not None]
+        w.save()
+    return mesh, w.nodes, [r for r in reports if r is not None]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from meshctl import cloud, runner
 from meshctl.errors import MeshctlError, UsageError
-from meshctl.mesh import Mesh
-from meshctl.model import Node, check_name
+from meshctl.model import check_name
 from meshctl.ops import add, work
+from meshctl.ops.work import Work
 
 FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
          "cloud": "--cloud"}  # fmt: skip
@@ -81,10 +81,11 @@ def new_request(
     return Request(name, provider, kind, gpu, only, max_price, options or {}, ssh_key)
 
 
-def plan(mesh: Mesh, nodes: list[Node], mesh_vars: dict, request: Request,
+def plan(w: Work, request: Request,
          say: Callable[[str], None], warn: Callable[[str], None]) -> Plan:  # fmt: skip
     """What to rent for REQUEST, every check done before anything is rented (SAY: what is chosen;
     WARN: a provider that could not be asked, a candidate left out and why)."""
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     name, provider, kind, gpu, options = request.name, request.provider, request.kind, request.gpu, request.options
     if any(n.name == name for n in nodes):
         raise UsageError(f"a node named {name} is already in the mesh", hint="pick another --name")
@@ -142,13 +143,13 @@ def plan(mesh: Mesh, nodes: list[Node], mesh_vars: dict, request: Request,
     return Plan(ready, provider, kind, price, any(c[3].get("cloud") == "COMMUNITY" for c in ready))
 
 
-def launch(mesh: Mesh, mesh_vars: dict, chosen: Plan, request: Request, say: Callable[[str], None],
+def launch(w: Work, chosen: Plan, request: Request, say: Callable[[str], None],
            wait: float = 0.0, verbosity: int = 0, preflight_table: Callable | None = None) -> str:  # fmt: skip
     """Rent the first candidate of CHOSEN that can be had, wait for its SSH and add it as node
     ``request.name`` (PREFLIGHT_TABLE shows the machine's preflight); returns the node's name."""
     name = request.name
     say(f"launching {chosen.kind} at {chosen.provider} as {name} ...")
-    offer, inst = cloud.launch_first(mesh, mesh_vars, chosen.candidates, name, say=say)
+    offer, inst = cloud.launch_first(w.mesh, w.mesh_vars, chosen.candidates, name, say=say)
     provider = chosen.provider
     if offer is not None and offer is not chosen.candidates[0][0]:
         provider = offer.provider
@@ -158,11 +159,11 @@ def launch(mesh: Mesh, mesh_vars: dict, chosen: Plan, request: Request, say: Cal
     cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], cloud.LAUNCH_TIMEOUT)
     target = f"{provider}:{inst['id']}"
     try:
-        with work.changing(mesh, f"launch {name}", wait) as w:
-            added = add.plan_add(w.mesh, w.nodes, target, name, None, request.ssh_key, None, w.mesh_vars)
+        with work.changing(w.mesh, f"launch {name}", wait) as now:  # the mesh as it is now, locked
+            added = add.plan_add(now, target, name, None, request.ssh_key, None)
             if preflight_table is not None:
                 preflight_table(added.report)
-            add.add_node(w.mesh, w.nodes, w.mesh_vars, added, runner.Progress(), verbosity=verbosity)
+            add.add_node(now, added, runner.Progress(), verbosity=verbosity)
     except MeshctlError as exc:
         exc.hint = (exc.hint + "; " if exc.hint else "") + (
             f"the instance {target} runs and bills: `meshctl add-node {target} --name {name}` retries, "

@@ -77,20 +77,20 @@ def read_spec(path: Path) -> dict:
     return spec
 
 
-def converge(mesh: Mesh, nodes: list[Node], mesh_vars: dict, name: str) -> None:
+def converge(w: work.Work, name: str) -> None:
     """The new instance and the head set up: ``apply --limit NAME``."""
-    apply.apply(mesh, nodes, mesh_vars, runner.Progress(), limit=name)
+    apply.apply(w, runner.Progress(), limit=name)
 
 
 def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, authorized: Path | None,
                   converge=converge, say=print, launch_timeout: float = cloud.LAUNCH_TIMEOUT) -> Node:  # fmt: skip
     """Launch NAME again as its spec says, reach it with the head's key (KEY_FILE), authorize the
     control machine's key on it (AUTHORIZED), record it in the head's mesh and set it and the head
-    up: ``converge(mesh, nodes, mesh_vars, NAME)`` (``apply --limit NAME``; a test passes its own).
+    up: ``converge(work, NAME)`` (``apply --limit NAME``; a test passes its own).
     A new instance that cannot be set up is terminated (it would bill)."""
     spec = read_spec(spec_file)
-    with work.locked(mesh, f"relaunch {name}", 600):
-        nodes, mesh_vars = mesh.load()
+    with work.changing(mesh, f"relaunch {name}", 600) as w:
+        nodes, mesh_vars = w.nodes, w.mesh_vars
         node = next((n for n in nodes if n.name == name), None)
         provider = cloud.provider_of(node) if node is not None else None
         if provider not in cloud.RELAUNCHED:
@@ -116,10 +116,10 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
                 if done.rc != 0:
                     what, todo = ssh.explain_failure(done.stderr, node.user, node.host, node.port)
                     raise UsageError(f"{name}: cannot reach the new instance {ref}: {what}", hint=todo)
-            mesh.save(nodes, mesh_vars)
+            w.save()
             headcopy.write_record(mesh, name, ref, node.host, node.port)
             say(f"{name}: {ref} runs at {node.host}:{node.port}; setting it up (apply --limit {name})")
-            converge(mesh, nodes, mesh_vars, name)
+            converge(w, name)
         except MeshctlError as exc:
             try:
                 cloud.terminate(mesh, mesh_vars, ref)

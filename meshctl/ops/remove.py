@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from meshctl import burst, cloud, runner, session
 from meshctl.errors import MeshctlError, ProviderError, UsageError
-from meshctl.mesh import Mesh
 from meshctl.model import head_of, node_named
+from meshctl.ops.work import Work
 
 
-def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: float, progress, say=print,
-                verbosity: int = 0, terminate: bool = False):  # fmt: skip
+def remove_node(w: Work, name: str, force: bool, timeout: float, progress, say=print, verbosity: int = 0,
+                terminate: bool = False):  # fmt: skip
     """Drain the node and wait for its jobs (head), stop its slurmd and take it off the tailnet (the
     node, when it can be reached), delete it from Slurm and the head's files (head), then from mesh.yml.
     No other node is contacted."""
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     node = node_named(nodes, name)
     if "head" in node.roles:
         raise UsageError(f"{name} is the head; removing it would end the mesh", hint="remove the other nodes first")
@@ -39,7 +40,7 @@ def remove_node(mesh: Mesh, nodes, mesh_vars, name: str, force: bool, timeout: f
             "as they are; delete the machine at its provider (it would register with Slurm again if it booted), "
             "and run `meshctl rotate-munge-key`: with the mesh's munge key it can act as any user in Slurm"
         )
-    mesh.save(remaining, mesh_vars)
+    w.save(remaining)
     mesh.forget_facts(name)
     say(f"{name}: removed from {mesh.inventory.name}")
     if burst.pool_of(mesh_vars, name) is not None and not terminate:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshctl import runner, session, tailnet, vault
+from meshctl import runner, tailnet, vault
 from meshctl.errors import InventoryError, PartialError, PlaybookError
-from meshctl.mesh import Mesh
 from meshctl.model import Node
 from meshctl.ops import work
 
@@ -75,17 +74,14 @@ def require_active(nodes: list[Node]) -> list[Node]:
     return members
 
 
-def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, force=False, verbosity=0):
+def rotate(w: work.Work, progress, force=False, verbosity=0):
     """Run rotate_authkey.yml on every active tailnet node; one row per node (``require_rotated`` judges)."""
-    tailnet.require_tailscale(mesh_vars)
-    members = require_active(nodes)
-    result = session.run(
-        mesh,
-        nodes,
-        mesh_vars,
+    tailnet.require_tailscale(w.mesh_vars)
+    members = require_active(w.nodes)
+    result = w.run(
         "rotate_authkey.yml",
         progress,
-        members,
+        targets=members,
         verbosity=verbosity,
         extravars={"tailscale_force_reauth": True} if force else None,
         converge=False,  # the tailnet's login only: no facts, no head copy
@@ -112,7 +108,7 @@ def rotate_key(mesh_dir: str | None, key_file: str | None, stored: bool, asker, 
             path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
             how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
             say(f"new {kind} key stored in {path} ({how})")
-        return rotate(mesh, nodes, mesh_vars, progress, force=force, verbosity=verbosity)
+        return rotate(w, progress, force=force, verbosity=verbosity)
 
 
 def require_rotated(rows: list[RotationRow]) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from meshctl import resources, runner, session, vault
 from meshctl.errors import InventoryError, PartialError
 from meshctl.mesh import Mesh
-from meshctl.model import Node, head_of
+from meshctl.model import head_of
+from meshctl.ops.work import Work
 
 MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
 # The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a
@@ -25,7 +26,7 @@ def key_path(mesh: Mesh) -> Path:
     return mesh.secrets / resources.secret_file_name(*MUNGE_KEY)
 
 
-def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: int = 0) -> runner.RunResult:
+def rotate(w: Work, progress, verbosity: int = 0) -> runner.RunResult:
     """Store a new key (0600, vault-encrypted when the mesh has a vault) and install it on every
     active node (playbooks/rotate_munge_key.yml: one munged restart per node, in one round); renew
     the MLflow accounts' key too, so every account holder gets a new password on the server and in
@@ -34,6 +35,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     Unreachable nodes keep the old key, so they cannot talk to Slurm until `meshctl apply --limit
     NODE` gives them the new one: they are listed (exit 7, partial); the head unreachable is an error.
     """
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     members = [n for n in nodes if n.state == "active"]
     head = head_of(nodes)
     if head not in members:
@@ -41,7 +43,7 @@ def rotate(mesh: Mesh, nodes: list[Node], mesh_vars: dict, progress, verbosity: 
     vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
     accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
     vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
-    result = session.run(mesh, nodes, mesh_vars, "rotate_munge_key.yml", progress, members, verbosity=verbosity)
+    result = w.run("rotate_munge_key.yml", progress, targets=members, verbosity=verbosity)
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
                          "again (or `meshctl apply`, which installs it too)")  # fmt: skip

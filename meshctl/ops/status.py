@@ -8,9 +8,9 @@ import io
 import time
 from dataclasses import dataclass, field
 
-from meshctl import burst, cloud, core, quickread, resources, runner, session, slurm
-from meshctl.mesh import Mesh
+from meshctl import burst, cloud, core, quickread, resources, runner, slurm
 from meshctl.model import Node, head_of
+from meshctl.ops.work import Work
 
 # Seconds status waits for a node's SSH connection before it calls it unreachable (`--timeout`):
 # a TCP handshake and sshd's banner, a few round trips even over a relayed tailnet path; SSH
@@ -133,24 +133,20 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     return row
 
 
-def read_status(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int, targets: list[Node] | None = None,
-                verbosity: int = 0):  # fmt: skip
+def read_status(w: Work, timeout: int, targets: list[Node] | None = None, verbosity: int = 0):
     """Every target's status record (default: every node): one SSH command per node
     (meshctl/quickread.py) when meshctl knows how Ansible would reach each, else playbooks/status.yml,
     one read per node, judged; with ``verbosity`` always the playbook, whose own output is shown
     (``meshctl status -v``)."""
     if not verbosity:
-        quick = quickread.read(mesh, nodes, mesh_vars, timeout, targets)
+        quick = quickread.read(w.mesh, w.nodes, w.mesh_vars, timeout, targets)
         if quick is not None:
             return quick
     quiet = runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False)
-    result = session.run(
-        mesh,
-        nodes,
-        mesh_vars,
+    result = w.run(
         "status.yml",
         quiet,
-        targets,
+        targets=targets,
         verbosity=verbosity,
         converge=False,
         mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
@@ -238,23 +234,17 @@ def pools(mesh_vars: dict, rows: list[NodeStatus]) -> list[dict]:
 PRICE_WAIT = 1.0
 
 
-def status(
-    mesh: Mesh,
-    nodes: list[Node],
-    mesh_vars: dict | None = None,
-    timeout: int = STATUS_CONNECT_TIMEOUT,
-    verbosity: int = 0,
-) -> tuple[list[NodeStatus], str, bool]:
+def status(w: Work, timeout: int = STATUS_CONNECT_TIMEOUT, verbosity: int = 0) -> tuple[list[NodeStatus], str, bool]:
     """One row per node, MLflow's health, and whether everything is healthy.
 
     Runs playbooks/status.yml: one read per node (module mesh_status), judged into one status
     record per node by the collection's filter node_status; meshctl checks each record's shape,
     words the advice, and says what the head's Slurm knows of a node that did not answer.
     """
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     head = head_of(nodes)
-    mesh_vars = mesh_vars or {}
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars)  # the providers' answer, while Ansible runs
-    result = read_status(mesh, nodes, mesh_vars, timeout, verbosity=verbosity)
+    result = read_status(w, timeout, verbosity=verbosity)
     said = {f.host: f.message for f in result.failures}
     controller = next((r for r in result.records.values() if "slurm_nodes" in r), {})
     slurm_nodes = controller.get("slurm_nodes") or {}

@@ -14,11 +14,11 @@ import io
 import re
 from dataclasses import dataclass, field
 
-from meshctl import cloud, runner, session
+from meshctl import cloud, runner
 from meshctl.errors import UsageError
-from meshctl.mesh import Mesh
-from meshctl.model import Node, head_of
+from meshctl.model import head_of
 from meshctl.ops import burst
+from meshctl.ops.work import Work
 
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\Z")
 HOSTLIST_RE = re.compile(r"([a-z0-9-]+?)(?:\[([0-9,\-]+)\])?(?:,|\Z)")
@@ -123,15 +123,15 @@ def period(since: str | None, until: str | None, today: datetime.date | None = N
     return start, end
 
 
-def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
+def accounting_on(w: Work, head: str) -> bool:
     """Whether the mesh turns Slurm's accounting on for the head anywhere a user sets it (mesh.yml's
     vars, any group_vars file, the head's host_vars), else role slurm's default."""
     import yaml
 
     from meshctl import resources
 
-    found = [mesh_vars.get("slurm_accounting")]
-    for path in [*sorted((mesh.path / "group_vars").glob("*.yml")), mesh.path / "host_vars" / f"{head}.yml"]:
+    found = [w.mesh_vars.get("slurm_accounting")]
+    for path in [*sorted((w.mesh.path / "group_vars").glob("*.yml")), w.mesh.path / "host_vars" / f"{head}.yml"]:
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
         except (OSError, yaml.YAMLError):
@@ -142,21 +142,19 @@ def accounting_on(mesh: Mesh, mesh_vars: dict, head: str) -> bool:
     return any(v is True or str(v).lower() in ("true", "yes") for v in [*found, default] if v is not None)
 
 
-def usage(mesh: Mesh, nodes: list[Node], mesh_vars: dict, since: str | None, until: str | None, verbosity: int = 0):
+def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
     """(rows, start, end, problems): each user's usage of the period, and what the providers said."""
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     start, end = period(since, until)
-    if not accounting_on(mesh, mesh_vars, head_of(nodes).name):
+    if not accounting_on(w, head_of(nodes).name):
         raise UsageError("`meshctl usage` reads Slurm's accounting, which this mesh does not keep",
                          hint="set `slurm_accounting: true` in group_vars/all.yml and run `meshctl apply` (jobs "
                          "from then on are counted)")  # fmt: skip
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars, now=False)  # asked while Ansible reads the accounting
-    result = session.run(
-        mesh,
-        nodes,
-        mesh_vars,
+    result = w.run(
         "usage.yml",
         runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
-        [head_of(nodes)],
+        targets=[head_of(nodes)],
         verbosity=verbosity,
         extravars={"slurm_accounting_usage_start": start, "slurm_accounting_usage_end": end},
         converge=False,

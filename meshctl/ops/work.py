@@ -12,20 +12,33 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from meshctl import runner, session
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
 
 @dataclass
 class Work:
-    """A mesh with its nodes and settings as loaded (and, in ``changing``, its lock held)."""
+    """A mesh with its nodes and settings as loaded (and, in ``changing``, its lock held): what every
+    operation takes, saves and runs its playbooks with."""
 
     mesh: Mesh
     nodes: list[Node]
     mesh_vars: dict
 
-    def save(self) -> None:
+    def save(self, nodes: list[Node] | None = None) -> None:
+        """Write the nodes (NODES from now on, when given) and the settings back, atomically."""
+        if nodes is not None:
+            self.nodes = nodes
         self.mesh.save(self.nodes, self.mesh_vars)
+
+    def run(self, playbook: str, progress, **options) -> runner.RunResult:
+        """PLAYBOOK on this mesh (``session.run``: the inventory of every node, OPTIONS its own)."""
+        return session.run(self.mesh, self.nodes, self.mesh_vars, playbook, progress, **options)
+
+    def reload(self) -> None:
+        """The nodes and settings as the store has them now (another run of this mesh wrote them)."""
+        self.nodes, self.mesh_vars = self.mesh.load()
 
 
 def find(mesh_dir: str | None) -> Mesh:

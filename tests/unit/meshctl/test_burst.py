@@ -8,6 +8,7 @@ import json
 import pytest
 
 from meshctl import core
+from meshctl.ops.work import Work
 from tests.cloud_standin import KEY, Standin
 from tests.unit.collection.test_power_save import program  # noqa: F401 (the fixture)
 
@@ -196,18 +197,18 @@ def test_a_pool_machine_the_head_rented_is_taken_into_mesh_yml_only_with_its_rec
         notes = Notes()
         records = {}
         nodes, mesh_vars = mesh.load()
-        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, head_record=records.get) == []
+        assert apply.follow_pools(Work(mesh, nodes, mesh_vars), notes, head_record=records.get) == []
         assert "the head recorded no rent of it: not taken" in notes.lines[-1]
         records["h100-1"] = {"instance": f"lambda:{machine.id}", "host_keys": [shown], "mesh_address": "100.100.70.41"}
-        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, check=True, head_record=records.get) == []
-        assert apply.follow_pools(mesh, nodes, mesh_vars, notes, head_record=records.get) == ["h100-1"]
+        assert apply.follow_pools(Work(mesh, nodes, mesh_vars), notes, check=True, head_record=records.get) == []
+        assert apply.follow_pools(Work(mesh, nodes, mesh_vars), notes, head_record=records.get) == ["h100-1"]
         node = {n.name: n for n in mesh.load()[0]}["h100-1"]
         assert (node.instance, node.host, node.provider, node.state) == (f"lambda:{machine.id}", "100.100.70.41",
                                                                          "lambda", "active")  # fmt: skip
         assert [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, "100.100.70.41", 22)] != []
         assert node.mesh_address == "100.100.70.41"
         # Already a node: nothing more to take.
-        assert apply.follow_pools(mesh, mesh.load()[0], mesh_vars, notes, head_record=records.get) == []
+        assert apply.follow_pools(Work(mesh, mesh.load()[0], mesh_vars), notes, head_record=records.get) == []
 
 
 def test_a_pools_nodes_have_what_its_smallest_offer_has_unless_told(mesh, monkeypatch):

@@ -14,6 +14,7 @@ from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
 from meshctl.model import Node
+from meshctl.ops.work import Work, reading
 from tests import api_schemas
 from tests.cloud_standin import KEY, Standin
 from tests.conftest import FIXTURES
@@ -554,7 +555,7 @@ def test_remove_node_terminate_refuses_a_node_without_an_instance_before_changin
     mesh.save(nodes, mesh_vars)
     before = mesh.inventory.read_text()
     with pytest.raises(UsageError, match="--terminate: cpu1 is no provider's instance"):
-        remove.remove_node(mesh, *mesh.load(), "cpu1", False, 0, None, terminate=True)
+        remove.remove_node(reading(mesh), "cpu1", False, 0, None, terminate=True)
     assert mesh.inventory.read_text() == before
 
 
@@ -571,7 +572,7 @@ def test_remove_node_terminate_deletes_the_instance_after_the_removal(mesh, runp
 
     monkeypatch.setattr(runner, "run_playbook", fake_run)
     said = []
-    remove.remove_node(mesh, *mesh.load(), "gpu1", False, 0, None, say=said.append, terminate=True)
+    remove.remove_node(reading(mesh), "gpu1", False, 0, None, say=said.append, terminate=True)
     assert ran == ["remove_node.yml"] and pod.state == "terminated"
     assert [n.name for n in mesh.load()[0]] == ["head"]
     assert said[-1] == f"gpu1: instance runpod:{pod.id} deleted at its provider"
@@ -621,12 +622,12 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     public = key.with_suffix(".pub").read_text().split()
     mesh.known_hosts.write_text(f"{pod.ip} {public[0]} {public[1]}\n")
     notes = Notes()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == []  # where it was recorded: nothing to do
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes) == []  # where it was recorded: nothing to do
     runpod.backend.stop(pod)
     runpod.backend.start(pod, new_port=True)  # Runpod: another SSH port after a start
     nodes, mesh_vars = mesh.load()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, check=True) == []  # a dry run records nothing
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes, check=True) == []  # a dry run records nothing
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes) == ["trainer"]
     again = {n.name: n for n in mesh.load()[0]}["trainer"]
     assert (again.host, again.port) == (pod.ip, pod.port) and pod.port != 22
     assert (
@@ -636,7 +637,7 @@ def test_a_pod_started_again_on_another_port_is_recorded_there_with_its_host_key
     )
     assert f"trainer: runpod runs it at {pod.ip}:{pod.port} now (recorded {pod.ip}:22)" in notes.lines[-1]
     runpod.backend.stop(pod)  # stopped: no address to follow, the record stays
-    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes) == []
+    assert apply.follow_moves(Work(mesh, mesh.load()[0], mesh_vars), notes) == []
 
 
 def test_a_pod_the_head_put_on_a_new_pod_of_its_volume_is_followed_by_name_with_its_host_keys(
@@ -653,13 +654,13 @@ def test_a_pod_the_head_put_on_a_new_pod_of_its_volume_is_followed_by_name_with_
     new = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
     new.ip, new.port = "100.100.60.77", 40022
     notes = Notes()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == []  # nothing known of the node's keys
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes) == []  # nothing known of the node's keys
     assert f"runpod runs runpod:{new.id} at 100.100.60.77:40022, named trainer, and no host key" in notes.lines[-1]
     key = tmp_path / "hostkey"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     public = key.with_suffix(".pub").read_text().split()
     mesh.known_hosts.write_text(f"{pod.ip} {public[0]} {public[1]}\n")
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes) == ["trainer"]
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes) == ["trainer"]
     again = {n.name: n for n in mesh.load()[0]}["trainer"]
     assert (again.instance, again.host, again.port) == (f"runpod:{new.id}", "100.100.60.77", 40022)
     assert [f.sha256 for f in hostkeys.recorded(mesh.known_hosts, "100.100.60.77", 40022)] == [

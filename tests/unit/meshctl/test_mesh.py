@@ -278,3 +278,15 @@ def test_a_tab_in_mesh_yml_is_refused_with_its_line(tmp_path):
     with pytest.raises(InventoryError) as caught:
         Mesh(tmp_path).load()
     assert f"line {number + 1}, column 1:" in caught.value.message and "never tabs" in caught.value.message
+
+
+def test_a_users_groups_are_kept_by_a_mesh_object_that_never_loaded(tmp_path):
+    """Nothing of save() or run_inventory() rests on an earlier load() of the same object: the
+    user's groups are read from mesh.yml where they are written."""
+    Mesh(tmp_path).inventory.write_text(USER_EDITED)
+    nodes, mesh_vars = Mesh(tmp_path).load()
+    fresh = Mesh(tmp_path)
+    assert "lab_rack" in fresh.run_inventory(nodes, mesh_vars)["all"]["children"]
+    fresh.save(nodes, mesh_vars)
+    assert yaml.safe_load(fresh.inventory.read_text())["all"]["children"]["lab_rack"]["vars"] == {"rack": "b2"}
+    assert Mesh(tmp_path / "new").user_groups() == {}  # no mesh.yml yet: none

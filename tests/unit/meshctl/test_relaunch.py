@@ -16,6 +16,7 @@ from meshctl import cloud, headcopy, hostkeys, resources
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.model import Node
 from meshctl.ops import apply, relaunch
+from meshctl.ops.work import Work
 from tests.cloud_standin import KEY, Standin
 
 
@@ -57,24 +58,24 @@ def test_a_node_the_head_launched_again_is_followed_to_its_new_instance(mesh, la
     old = lambda_node(mesh, lam, "gpu2")
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes, head_record=records()) == []
     lam.backend.terminate(old)  # Slurm terminated it while idle
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records()) == []  # none yet
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes, head_record=records()) == []  # none yet
     stranger = lam.add("someone-else", "gpu_1x_a10", 1, 1.29)  # another name: never taken for the node
-    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=records()) == []
+    assert apply.follow_moves(Work(mesh, mesh.load()[0], mesh_vars), notes, head_record=records()) == []
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)  # the head's new instance bears the node's name
     assert new.ip != old.ip and stranger.id != new.id
     rows = {r.id: r.node for r in cloud.machines(mesh, mesh.load()[0], mesh_vars)[0]}
     assert rows == {new.id: "gpu2", stranger.id: None}  # `meshctl machines`: gpu2's, not forgotten
     launched = records(gpu2=f"lambda:{new.id}")
-    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, check=True, head_record=launched) == []
-    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == ["gpu2"]
+    assert apply.follow_moves(Work(mesh, mesh.load()[0], mesh_vars), notes, check=True, head_record=launched) == []
+    assert apply.follow_moves(Work(mesh, mesh.load()[0], mesh_vars), notes, head_record=launched) == ["gpu2"]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert (node.host, node.instance, node.user) == (new.ip, f"lambda:{new.id}", "ubuntu")
     assert f"gpu2: launched again by the head as lambda:{new.id} at {new.ip}:22" in notes.lines[-1]
     # The only key trusted there is the one the head met: no first-contact trust.
     assert hostkeys.keys_of(mesh.known_hosts, new.ip, 22) == [HOST_KEY]
-    assert apply.follow_moves(mesh, mesh.load()[0], mesh_vars, notes, head_record=launched) == []  # once
+    assert apply.follow_moves(Work(mesh, mesh.load()[0], mesh_vars), notes, head_record=launched) == []  # once
     assert node.mesh_address == "100.64.0.3"  # its tailnet address: the run's tailscale role says the new one
 
 
@@ -89,7 +90,7 @@ def test_an_instance_bearing_a_nodes_name_that_the_head_did_not_launch_is_not_ta
     planted = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(**launched)) == []
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes, head_record=records(**launched)) == []
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert (node.host, node.instance) == (old.ip, f"lambda:{old.id}")
     assert hostkeys.keys_of(mesh.known_hosts, old.ip, 22) == [HOST_KEY]
@@ -121,7 +122,9 @@ def test_without_a_tailnet_the_mesh_address_follows_the_ssh_address(mesh, lam):
     new = lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
     notes = Notes()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, notes, head_record=records(gpu2=f"lambda:{new.id}")) == ["gpu2"]
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), notes, head_record=records(gpu2=f"lambda:{new.id}")) == [
+        "gpu2"
+    ]
     node = {n.name: n for n in mesh.load()[0]}["gpu2"]
     assert node.host == node.mesh_address == new.ip != old.ip
     assert f"gpu2: mesh address {old.ip} -> {new.ip}" in notes.lines[-1]
@@ -133,7 +136,7 @@ def test_two_instances_bearing_the_name_are_not_guessed_between(mesh, lam):
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     lam.add("gpu2", "gpu_1x_a10", 1, 1.29)
     nodes, mesh_vars = mesh.load()
-    assert apply.follow_moves(mesh, nodes, mesh_vars, Notes(), head_record=records(gpu2="lambda:any")) == []
+    assert apply.follow_moves(Work(mesh, nodes, mesh_vars), Notes(), head_record=records(gpu2="lambda:any")) == []
 
 
 def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_where_it_is_unpacked(tmp_path):
@@ -298,9 +301,9 @@ def test_the_launch_spec_is_read_from_plain_files_only(tmp_path, kind):
 
 def test_the_head_sets_up_a_relaunched_node_with_apply_limited_to_it(monkeypatch):
     calls = []
-    monkeypatch.setattr(relaunch.apply, "apply", lambda *a, **kw: calls.append((a[:3], kw["limit"])))
-    relaunch.converge("mesh", ["nodes"], {"vars": 1}, "gpu2")
-    assert calls == [(("mesh", ["nodes"], {"vars": 1}), "gpu2")]
+    monkeypatch.setattr(relaunch.apply, "apply", lambda *a, **kw: calls.append((a[0], kw["limit"])))
+    relaunch.converge("the work", "gpu2")
+    assert calls == [("the work", "gpu2")]
 
 
 def test_the_relaunch_service_clears_anything_in_its_spool_and_never_crashes(mesh, tmp_path, monkeypatch):
