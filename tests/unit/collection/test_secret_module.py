@@ -48,6 +48,8 @@ def test_a_password_is_hex_and_a_readable_secret_is_said_not_private(tmp_path):
     path.chmod(0o644)
     said = run(tmp_path, {"path": str(path), "form": "hex", "size": 24})
     assert not said["private"] and said["mode"] == "0644" and not said["changed"]
+    checked = run(tmp_path, {"path": str(path), "form": "hex", "size": 24}, "--check")  # `apply --check` says it too
+    assert not checked["private"] and checked["mode"] == "0644"
     path.parent.chmod(0o755)
     assert run(tmp_path, {"path": str(path), "form": "hex", "size": 24})["changed"]  # the folder made 0700 again
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
