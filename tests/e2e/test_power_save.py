@@ -135,6 +135,12 @@ def diagnosis(node: str, job: str | None = None) -> str:
     }
     if node == "gpu2":
         parts["relaunch service"] = on_head("journalctl --no-pager -u meshctl-relaunch -n 60")
+        for name in stale_instances():  # the instance the head launched: what its slurmd says
+            command = ("tail -n 30 /var/log/slurmd/slurmd.log; journalctl -b --no-pager -n 40 -u slurmd -u munge "
+                       "-u tailscaled; systemctl --failed --no-legend; ss -ltnp | grep -e 6818 -e slurmd")  # fmt: skip
+            parts[f"instance {name}"] = subprocess.run(
+                ["docker", "exec", name, "bash", "-c", command], capture_output=True, text=True, check=False
+            ).stdout
     elif running("power-n1"):
         parts["slurmd.log"] = on_node("tail -n 30 /var/log/slurmd/slurmd.log")
         parts["journal"] = on_node("journalctl -b --no-pager -n 30 -u slurmd -u munge -u tailscaled")
