@@ -104,3 +104,37 @@ def test_list_tags_names_one_tag_per_role_and_tags_nfs_runs_the_shares_roles_onl
     # Besides the share's roles: only what every step needs (the checks, the hardware facts).
     assert all(line.endswith("TAGS: [always]") for line in named if line not in nfs), tasks.stdout
     assert len(nfs) >= 10, tasks.stdout
+
+
+def task_files(role: str, entry: str) -> list[Path]:
+    """ROLE's tasks file ENTRY and every file it includes or imports, by name."""
+    folder = REPO / "roles" / role / "tasks"
+    todo, seen = [folder / f"{entry}.yml"], []
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        for step in yaml.safe_load(path.read_text()) or []:
+            for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+                if isinstance(step, dict) and isinstance(step.get(key), str):
+                    todo.append(folder / step[key])
+    return seen
+
+
+def test_no_step_of_a_head_only_play_reads_the_plays_hosts_for_the_runs_nodes():
+    """A play on the head alone has the head as its only play host: a step there that took
+    `ansible_play_hosts` for this run's nodes would see none (the head's wait waited for no node,
+    and a relaunched node kept its old address in Slurm). Such steps read what the nodes' own plays
+    registered instead."""
+    found = []
+    for play in site():
+        if play.get("hosts") != "head":
+            continue
+        for step in role_steps([play.get("tasks")], []):
+            spec = next(step[key] for key in ROLE_KEYS if key in step)
+            for path in task_files(role_of(step), spec.get("tasks_from", "main")):
+                if "ansible_play_hosts" in path.read_text():
+                    found.append(str(path.relative_to(REPO)))
+    assert found == [], f"run on the head alone, yet read ansible_play_hosts: {found}"
+    assert task_files("slurm_controller", "ready") == [REPO / "roles/slurm_controller/tasks/ready.yml"]
