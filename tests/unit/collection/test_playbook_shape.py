@@ -3,6 +3,7 @@ group with one tag (its name, or its family's), and `--list-tags` names them (ku
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -138,3 +139,30 @@ def test_no_step_of_a_head_only_play_reads_the_plays_hosts_for_the_runs_nodes():
                     found.append(str(path.relative_to(REPO)))
     assert found == [], f"run on the head alone, yet read ansible_play_hosts: {found}"
     assert task_files("slurm_controller", "ready") == [REPO / "roles/slurm_controller/tasks/ready.yml"]
+
+
+def test_the_heads_wait_takes_the_nodes_whose_slurmd_the_run_started(tmp_path):
+    """Role slurm_controller's `ready`, evaluated by Ansible: a node whose start ran (or was skipped:
+    a pod, a burst pool's node) is waited for unless its start failed, and a node the run never
+    reached is not; burst pools' nodes start last, after the wait."""
+    ready = yaml.safe_load((REPO / "roles" / "slurm_controller" / "tasks" / "ready.yml").read_text())
+    expression = ready[0]["vars"]["slurm_wait_nodes"]
+    hosts = {
+        "pod": {"slurm_node_start": {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}},
+        "gpu1": {"slurm_node_start": {"changed": True, "failed": False}},
+        "cpu1": {"slurm_node_start": {"changed": False, "failed": True, "msg": "slurmd did not start"}},
+        "h100-1": {"slurm_node_start": {"changed": False, "skipped": True}},
+        "away": {},
+    }
+    inventory = {"all": {"hosts": hosts, "vars": {"slurm_compute_group": "compute", "mesh_burst_nodes": ["h100-1"]},
+                         "children": {"compute": {"hosts": dict.fromkeys(hosts, {})}}}}  # fmt: skip
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    play = [{"hosts": "localhost", "gather_facts": False,
+             "tasks": [{"ansible.builtin.debug": {"msg": expression}}]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}, "ANSIBLE_STDOUT_CALLBACK": "json"}
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "play.yml"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    said = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    assert said == ["gpu1", "pod"]
