@@ -155,7 +155,7 @@ def test_the_heads_wait_takes_the_nodes_whose_slurmd_the_run_started(tmp_path):
         "away": {},
     }
     inventory = {"all": {"hosts": hosts, "vars": {"slurm_compute_group": "compute", "mesh_burst_nodes": ["h100-1"]},
-                         "children": {"compute": {"hosts": dict.fromkeys(hosts, {})}}}}  # fmt: skip
+                         "children": {"compute": {"hosts": {name: {} for name in hosts}}}}}  # fmt: skip
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     play = [{"hosts": "localhost", "gather_facts": False,
              "tasks": [{"ansible.builtin.debug": {"msg": expression}}]}]  # fmt: skip
