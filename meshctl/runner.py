@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -87,6 +88,29 @@ def _generic(text: str) -> bool:
     return any(text.strip().startswith(g) for g in GENERIC_MESSAGES)
 
 
+# A frame of a Python traceback ('  File "...", line N, in f'), which the source line and carets follow.
+TRACEBACK_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _without_frames(text: str) -> str:
+    """TEXT without a Python traceback's frames, when it holds one: what remains is what went wrong
+    (a Mitogen call's error gives the exception first, then the frames; Python's own, last)."""
+    lines = text.splitlines()
+    if not any(TRACEBACK_FRAME.match(line) for line in lines):
+        return text
+    kept, depth = [], None  # depth: the indentation of the frame line being skipped, if any
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if TRACEBACK_FRAME.match(line):
+            depth = indent
+        elif depth is not None and line.strip() and indent > depth:
+            continue  # the frame's source line, its carets
+        elif line.strip() != "Traceback (most recent call last):" and line.strip():
+            depth = None
+            kept.append(line.strip())
+    return "\n".join(kept) or text
+
+
 def _message(res: dict) -> str:
     """The failing task's own words: a loop's failed items' (not "All items completed"), a command's
     stderr (not "non-zero return code"), else its message."""
@@ -102,7 +126,11 @@ def _message(res: dict) -> str:
             continue
         # A message whole (SSH's own words on a changed host key span lines: session.py reads them),
         # a stream's last line.
-        return value[:800] if key == "msg" else [line for line in value.splitlines() if line.strip()][-1][:500]
+        return (
+            _without_frames(value)[:800]
+            if key == "msg"
+            else [line for line in value.splitlines() if line.strip()][-1][:500]
+        )
     return "failed (no message)"
 
 
@@ -330,15 +358,19 @@ def ansible_playbook() -> str:
     return found
 
 
-# The collection's callback that loads the roles' Jinja plugins before Ansible forks its workers.
+# The collection's callbacks every run enables: one loads the roles' Jinja plugins before Ansible
+# forks its workers; one ends the run (its workers and what they run too) when meshctl ends, which
+# it knows by PARENT_PID_VARIABLE.
 PRELOAD_CALLBACK = "meshctl.mesh.preload"
+OWN_CALLBACKS = (PRELOAD_CALLBACK, "meshctl.mesh.stop_with_parent")
+PARENT_PID_VARIABLE = "MESHCTL_PARENT_PID"
 
 
 def callbacks_enabled() -> str:
     """ANSIBLE_CALLBACKS_ENABLED for a run: whatever this environment enables (a profiler, say), and
-    meshctl's preload."""
+    meshctl's own."""
     enabled = [name.strip() for name in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name.strip()]
-    return ",".join(enabled + [PRELOAD_CALLBACK] * (PRELOAD_CALLBACK not in enabled))
+    return ",".join(enabled + [name for name in OWN_CALLBACKS if name not in enabled])
 
 
 def mitogen_strategies() -> Path | None:
@@ -460,6 +492,8 @@ def run_playbook(
             # The roles' Jinja filters and tests loaded once, before Ansible forks a worker per task and
             # host, instead of in every worker (the collection's callback meshctl.mesh.preload).
             "ANSIBLE_CALLBACKS_ENABLED": callbacks_enabled(),
+            # Who started the run: when this process ends, killed or not, the run ends with it.
+            PARENT_PID_VARIABLE: str(os.getpid()),
             # Seconds ssh waits for a node to answer (Ansible's default: 10).
             **({"ANSIBLE_TIMEOUT": str(connect_timeout)} if connect_timeout else {}),
             # The ansible-playbook beside meshctl's interpreter comes first (meshctl run as .venv/bin/meshctl).

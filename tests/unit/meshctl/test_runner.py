@@ -2,6 +2,7 @@
 error), host key checking on, plain Ansible unless MESHCTL_MITOGEN=1, new nodes' host keys recorded first."""
 
 import io
+import os
 import subprocess
 import sys
 
@@ -55,6 +56,14 @@ def test_runs_check_host_keys_against_the_meshs_known_hosts(tmp_path, runner_cal
     assert "StrictHostKeyChecking=accept-new" in env["ANSIBLE_SSH_ARGS"]
     assert f'UserKnownHostsFile="{tmp_path / "known hosts"}"' in env["ANSIBLE_SSH_ARGS"]
     assert "StrictHostKeyChecking=no" not in repr(seen)
+
+
+def test_a_run_knows_meshctl_as_the_parent_it_ends_with(runner_call):
+    # The callback meshctl.mesh.stop_with_parent ends ansible-playbook and its workers with this
+    # process (tests/unit/collection/test_stop_with_parent.py shows it on real processes).
+    env = runner_call()["envvars"]
+    assert env[runner.PARENT_PID_VARIABLE] == str(os.getpid())
+    assert "meshctl.mesh.stop_with_parent" in env["ANSIBLE_CALLBACKS_ENABLED"].split(",")
 
 
 def test_runs_are_plain_ansible_unless_mitogen_is_asked_for(tmp_path, runner_call, monkeypatch):
@@ -218,6 +227,27 @@ def test_a_failure_is_told_by_the_tasks_own_words_not_ansibles_generic_ones():
     ssh = "@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n@@@@@@@@@@"
     assert said({"msg": ssh, "unreachable": True}) == ssh
     assert said({}) == "failed (no message)"
+
+
+def test_a_traceback_in_a_failure_is_told_by_its_exception_not_its_frames():
+    said = runner._message
+    # Mitogen's error from a call: the exception first, then the frames (long enough to fill the 800
+    # characters a message is cut to); Python's own traceback: the exception last.
+    frame = ('  File "/venv/lib/python3.11/site-packages/mitogen/service.py", line 619, in _on_service_call\n'
+             "    return invoker.invoke(method_name, kwargs, msg)\n"
+             "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n")  # fmt: skip
+    mitogen = "mitogen.core.CallError: builtins.FileNotFoundError: [Errno 2] No such file: '/x/y.py'\n" + frame * 8
+    assert (
+        said({"msg": mitogen})
+        == "mitogen.core.CallError: builtins.FileNotFoundError: [Errno 2] No such file: '/x/y.py'"
+    )
+    python = "Traceback (most recent call last):\n" + frame * 8 + "KeyError: 'namelist'\n"
+    assert said({"msg": "Unexpected failure during module execution: boom\n" + python}) == (
+        "Unexpected failure during module execution: boom\nKeyError: 'namelist'"
+    )
+    assert said({"msg": "a message\n  indented on purpose\n  with no frame"}) == (
+        "a message\n  indented on purpose\n  with no frame"
+    )
 
 
 def test_the_fix_of_a_failed_run_names_the_command_as_it_was_given(mesh, monkeypatch):

@@ -84,12 +84,14 @@ def test_the_e2e_runs_and_the_scenarios_get_the_same_ansible_settings_from_the_t
     assert lanes and runner.PRELOAD_CALLBACK in lanes[1].split(",")
 
 
-def test_each_meshctl_run_enables_the_preload_beside_what_the_environment_enables(monkeypatch):
+def test_each_meshctl_run_enables_its_own_callbacks_beside_what_the_environment_enables(monkeypatch):
     from meshctl import runner
 
+    own = "meshctl.mesh.preload,meshctl.mesh.stop_with_parent"
     monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
-    assert runner.callbacks_enabled() == "meshctl.mesh.preload"
+    assert runner.callbacks_enabled() == own
     monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks, ")
-    assert runner.callbacks_enabled() == "ansible.posix.profile_tasks,meshctl.mesh.preload"
+    assert runner.callbacks_enabled() == "ansible.posix.profile_tasks," + own
     monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "meshctl.mesh.preload,ansible.posix.profile_tasks")
-    assert runner.callbacks_enabled() == "meshctl.mesh.preload,ansible.posix.profile_tasks"
+    said = "meshctl.mesh.preload,ansible.posix.profile_tasks,meshctl.mesh.stop_with_parent"
+    assert runner.callbacks_enabled() == said

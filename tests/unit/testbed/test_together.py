@@ -34,6 +34,14 @@ def test_a_failed_lane_is_named_with_its_error_lines_in_the_output_and_the_file(
     assert "[good " in done.stdout and "fine" in done.stdout
 
 
+def test_a_tests_error_at_teardown_is_named_as_its_failures_are(tmp_path):
+    said = "E   AssertionError: rp1 is still in the mesh"
+    summary = "ERROR tests/e2e/test_pod.py::test_last - AssertionError: rp1 is still in the mesh"
+    done = run(tmp_path, "providers", f"echo '{said}'; echo '{summary}'; echo '1 passed, 1 error'; exit 1")
+    assert done.returncode == 1
+    assert (tmp_path / "failed.txt").read_text().splitlines()[1:3] == [f"[providers] {said}", f"[providers] {summary}"]
+
+
 def test_lanes_that_pass_write_no_summary(tmp_path):
     done = run(tmp_path, "a", "true", "b", "echo b")
     assert done.returncode == 0

@@ -1,0 +1,120 @@
+"""The callback meshctl.mesh.stop_with_parent (plugins/callback/stop_with_parent.py): a run ends, with
+its workers and what they run, when the process that started ansible-playbook ends (killed, or its
+terminal closed), as it does on a SIGTERM; nothing of it goes on to meet the next run on the nodes.
+
+Real processes: a parent starts ansible-playbook on a play whose task runs a program that would run
+for minutes (found by a marker in its command line); the parent is killed, or ansible-playbook gets
+the terminal's SIGHUP, and the test waits for ansible-playbook, its worker and the program to end."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meshctl import resources, runner
+
+CALLBACK = "meshctl.mesh.stop_with_parent"
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+# The parent: starts ansible-playbook as meshctl does (its own PID in MESHCTL_PARENT_PID), prints the
+# child's PID, and waits for it.
+PARENT = """
+import os, subprocess, sys
+env = dict(os.environ, MESHCTL_PARENT_PID=str(os.getpid()))
+with open("run.log", "w") as log:
+    child = subprocess.Popen(sys.argv[1:], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+print(child.pid, flush=True)
+child.wait()
+"""
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs of the processes whose command line holds MARKER (the test's own excepted)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if entry.name.isdigit() and state != "Z" and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return sorted(pid for pid in found if pid != os.getpid())
+
+
+def alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
+    return False
+
+
+def wait_until(check, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return check()
+
+
+@pytest.fixture
+def run(tmp_path):
+    """Start the parent, its ansible-playbook and the long task; yield (parent, playbook's PID, marker)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    marker = f"meshctl-stop-with-parent-{uuid.uuid4().hex}"
+    task = {"ansible.builtin.command": {"argv": [sys.executable, "-c", "import time; time.sleep(300)", marker]}}
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [task]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_CALLBACKS_ENABLED=",".join(runner.OWN_CALLBACKS),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))  # fmt: skip
+    interpreter = f"ansible_python_interpreter={sys.executable}"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, ANSIBLE_PLAYBOOK, "-i", "localhost,", "-e", interpreter,
+                               "play.yml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    playbook = int(parent.stdout.readline())
+    try:
+        started = wait_until(lambda: processes_with(marker), 90)
+        assert started, "the task never started: " + (tmp_path / "run.log").read_text()
+        yield parent, playbook, marker
+    finally:
+        for pid in [parent.pid, playbook, *processes_with(marker)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        parent.wait()
+
+
+def test_meshctl_enables_it_for_every_run():
+    assert CALLBACK in runner.callbacks_enabled().split(",")
+
+
+def test_the_run_its_worker_and_the_task_end_when_the_parent_is_killed(run):
+    parent, playbook, marker = run
+    task = processes_with(marker)
+    parent.kill()  # SIGKILL: the parent does nothing of its own
+    parent.wait()
+    ended = wait_until(lambda: not alive(playbook) and not processes_with(marker), 30)
+    assert ended, f"still running: ansible-playbook {alive(playbook)}, the task's {processes_with(marker)} of {task}"
+
+
+def test_the_run_its_worker_and_the_task_end_on_the_terminals_sighup(run):
+    parent, playbook, marker = run
+    os.kill(playbook, signal.SIGHUP)  # what a closed terminal (meshctl's pty) sends
+    ended = wait_until(lambda: not alive(playbook) and not processes_with(marker), 30)
+    assert ended, f"still running: ansible-playbook {alive(playbook)}, the task's processes {processes_with(marker)}"
+    assert parent.wait(timeout=10) == 0  # the parent itself carries on
+
+
+def test_without_its_parents_pid_it_ties_nothing():
+    stop_with_parent = resources.plugin("callback.stop_with_parent")
+    before = signal.getsignal(signal.SIGHUP)
+    assert stop_with_parent.tie(None) is False
+    assert signal.getsignal(signal.SIGHUP) == before
+
+
+def test_the_callback_reads_the_variable_meshctl_sets():
+    stop_with_parent = resources.plugin("callback.stop_with_parent")
+    option = yaml.safe_load(stop_with_parent.DOCUMENTATION)["options"]["parent_pid"]
+    assert option["env"] == [{"name": runner.PARENT_PID_VARIABLE}]
