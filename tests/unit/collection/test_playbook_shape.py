@@ -166,3 +166,14 @@ def test_the_heads_wait_takes_the_nodes_whose_slurmd_the_run_started(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     said = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
     assert said == ["gpu1", "pod"]
+
+
+def test_a_leaving_node_leaves_the_tailnet_last():
+    """Its logout ends a connection that runs over the tailnet (roles/tailscale/tasks/leave.yml starts
+    it in the background then): a step after it would find the node gone and be skipped as
+    unreachable, leaving what it was to remove (a pod's copy of the munge key) behind."""
+    plays = yaml.safe_load((REPO / "playbooks" / "remove_node.yml").read_text())
+    leaving = next(play for play in plays if play.get("hosts") == "leaving")
+    roles = [role_of(step) for step in role_steps(leaving["tasks"], [])]
+    assert roles[-1] == "tailscale" and roles.count("tailscale") == 1, roles
+    assert "pod_volume" in roles
