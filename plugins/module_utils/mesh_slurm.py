@@ -124,6 +124,18 @@ def resting(word):
     return None
 
 
+def powering_down(word):
+    """Slurm has run SuspendProgram for it and waits (SuspendTimeout) for the machine to go (``%``),
+    whatever else its state says (``drained%``)."""
+    return "%" in parse(word)["flags"]
+
+
+def powering_down_names(lines):
+    """Of ``sinfo --format=%N|%T`` lines, the names of the nodes Slurm is stopping, each once."""
+    found = [str(line).rsplit("|", 1) for line in lines or [] if "|" in str(line)]
+    return list(dict.fromkeys(name for name, word in found if powering_down(word)))
+
+
 def meaning(word):
     """A state word in words: ``idle~`` -> ``idle, powered down (power saving)``."""
     state = parse(word)

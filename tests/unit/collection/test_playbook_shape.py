@@ -177,3 +177,18 @@ def test_a_leaving_node_leaves_the_tailnet_last():
     roles = [role_of(step) for step in role_steps(leaving["tasks"], [])]
     assert roles[-1] == "tailscale" and roles.count("tailscale") == 1, roles
     assert "pod_volume" in roles
+
+
+def test_remove_node_takes_the_node_from_the_power_program_before_it_drains_it():
+    """A drained idle node is still stopped by power saving: the program's list is rewritten without
+    the leaving node first (role power_save, `plan`), so that no stop takes its machine away while
+    remove-node works on it."""
+    plays = yaml.safe_load((REPO / "playbooks" / "remove_node.yml").read_text())
+    first_on_head = next(play for play in plays if play.get("hosts") == "head")
+    steps = [(role_of(step), next(step[k] for k in ROLE_KEYS if k in step).get("tasks_from", "main"))
+             for step in role_steps(first_on_head["tasks"], [])]  # fmt: skip
+    assert steps == [("power_save", "plan"), ("slurm_controller", "drain")], steps
+    plan = yaml.safe_load((REPO / "roles" / "power_save" / "tasks" / "plan.yml").read_text())
+    assert any("ansible.builtin.copy" in task and "nodes.json" in task["ansible.builtin.copy"]["dest"] for task in plan)
+    defaults = (REPO / "roles" / "mesh" / "defaults" / "main.yml").read_text()
+    assert "difference(groups['leaving']" in defaults  # the plan leaves the leaving node out

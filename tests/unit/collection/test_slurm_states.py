@@ -134,3 +134,16 @@ def test_the_state_module_is_the_only_place_with_the_flag_characters():
                for p in (root / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".yml", ".j2")
                and flags in p.read_text(errors="replace")]  # fmt: skip
     assert holders == [], holders
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_remove_node_waits_for_the_stops_slurm_began_as_slurm_prints_them(version):
+    """Filter slurm_powering_down (roles/slurm_controller/tasks/drain.yml): of sinfo's `%N|%T` lines,
+    the nodes whose SuspendProgram ran; on the recording of a node being stopped, that node alone."""
+    waits = resources.plugin("filter.slurm_states")
+    lines = [f"{name}|{row['state']}" for name, row in rows(version, "powering_down").items()]
+    assert waits.slurm_powering_down(lines) == [NODES["a"]]
+    for label in ("powered_down", "powering_up", "power_down_pending", "drained"):
+        lines = [f"{name}|{row['state']}" for name, row in rows(version, label).items()]
+        assert waits.slurm_powering_down(lines) == [], label
+    assert waits.slurm_powering_down(["rp1|drained%", "rp1|drained%", "rp2|idle~", "garbage", ""]) == ["rp1"]
