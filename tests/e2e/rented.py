@@ -16,6 +16,7 @@ MESHCTL_E2E_POWER_SUITE (bookworm unless set; trixie: Debian 13, Slurm 24.11).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import secrets
 import shutil
@@ -96,11 +97,14 @@ def rented(tmp_path_factory):
 
 
 def take_out(bed: Bed, *names: str, env: dict | None = None) -> None:
-    """NAMES out of the mesh (their jobs cancelled), each file's last step: the head as it was found."""
+    """NAMES out of the mesh (their jobs cancelled), each file's last step: the head as it was found.
+    Each is gone from the head's power program too (its list, rewritten before the drain)."""
     for name in names:
         if name in (yaml.safe_load((bed.mesh / "mesh.yml").read_text())["all"].get("hosts") or {}):
             done = bed.meshctl("remove-node", name, "--force", env=env)
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+            listed = on_head("cat /etc/meshctl/power/nodes.json 2>/dev/null || echo '{}'")
+            assert name not in json.loads(listed), listed
 
 
 def forget_accounts(bed: Bed, *providers: str) -> None:
