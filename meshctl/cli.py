@@ -10,8 +10,8 @@ import importlib
 
 import click
 
-from meshctl import __version__, display
-from meshctl.errors import MeshctlError, PartialError
+from meshctl import __version__, display, interrupt
+from meshctl.errors import Interrupted, MeshctlError, PartialError
 
 # Each command is one module of meshctl.commands, imported when it is run (or listed): `meshctl
 # status` does not pay for what add-node imports.
@@ -70,13 +70,21 @@ class MeshctlGroup(click.Group):
         try:
             return super().invoke(ctx)
         except MeshctlError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            if isinstance(exc, PartialError) and exc.unreachable:
-                rows = [[name, said, exc.todo_for(name)] for name, said in exc.unreachable.items()]
-                display.table("Not reached", ["node", "what happened", "what to do"], rows)
-            display.echo(f"error: {exc}", err=True)
+            if ctx.obj and ctx.obj.get("debug"):  # the traceback too; the exit code stays the outcome's
+                import traceback
+
+                traceback.print_exc()
+            render(exc)
             ctx.exit(exc.exit_code)
+
+
+def render(exc: MeshctlError | Interrupted) -> None:
+    """Every outcome but success said one way: the nodes not reached (a table), then `error:` with
+    the words and `fix:` with what to do."""
+    if isinstance(exc, PartialError) and exc.unreachable:
+        rows = [[name, said, exc.todo_for(name)] for name, said in exc.unreachable.items()]
+        display.table("Not reached", ["node", "what happened", "what to do"], rows)
+    display.echo(f"error: {exc}", err=True)
 
 
 @click.group(cls=MeshctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,16 +108,22 @@ def cli(ctx: click.Context, debug: bool, mesh_dir: str | None, verbosity: int) -
 
 
 def main() -> None:
-    """Entry point: click's own error handling, except that Ctrl+C exits 130 with a clear word."""
+    """Entry point: click's own parsing; every outcome ends here with its exit code (errors.OUTCOMES).
+
+    Ctrl+C, SIGTERM and SIGHUP at any moment end the command as interrupted (128 + the signal),
+    with where tasks had run when it was inside an Ansible run, and never a word of success.
+    """
+    interrupt.install()
     try:
         result = cli.main(prog_name="meshctl", standalone_mode=False)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        # Nodes are written as pending before Ansible runs and active only after it succeeds,
-        # so an interrupted run leaves a consistent inventory.
-        click.echo(
-            "interrupted: mesh.yml is consistent (a node being added stays pending); run the command again", err=True
-        )
-        raise SystemExit(130) from None
+    except (KeyboardInterrupt, click.exceptions.Abort) as exc:
+        # click turns a KeyboardInterrupt into Abort; the Interrupted behind it says what had run.
+        stopped = next((e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, Interrupted)), None)
+        stopped = stopped or interrupt.stopped(
+            "", hint="nothing is recorded as done that was not (a node being added stays pending); "
+            "run the command again to finish")  # fmt: skip
+        render(stopped)
+        raise SystemExit(stopped.exit_code) from None
     except click.exceptions.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except click.ClickException as exc:

@@ -26,7 +26,7 @@ import ansible_runner
 import yaml
 from ansible_runner.interface import init_runner
 
-from meshctl import display, health, hostkeys, resources, ssh
+from meshctl import display, health, hostkeys, interrupt, resources, ssh
 from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError
 from meshctl.model import Unsafe, facts_problems
 
@@ -522,18 +522,25 @@ def run_playbook(
                 extravars=extravars or None,
             )
             if stream:
-                runner = ansible_runner.run(**settings)
+                # A signal during the run is recorded and the run stopped through its cancel callback
+                # (meshctl.interrupt): its results are then no answer, and Interrupted is raised below.
+                with interrupt.deferred():
+                    runner = ansible_runner.run(**settings, cancel_callback=interrupt.cancel_requested)
             else:
                 # Nobody watches this run as it goes: ansible-playbook as a plain subprocess, its events
-                # handed over when it ends, instead of a pseudo-terminal polled (and a 0.1 s close).
-                runner = init_runner(**settings)
+                # handed over when it ends, instead of a pseudo-terminal polled (and a 0.1 s close). A
+                # signal raises Interrupted at once (subprocess.run ends the child); the callback given
+                # keeps ansible-runner from installing its own handlers.
+                runner = init_runner(**settings, cancel_callback=interrupt.cancel_requested)
                 runner.runner_mode = runner.config.runner_mode = "subprocess"
                 runner.config.subprocess_timeout = None
                 runner.run()
         finally:
             progress.close()
-        progress.recap()
         stats = {h: dict(c) for h, c in events.counts.items()}
+        if interrupt.received() is not None or runner.status == "canceled":
+            raise interrupted_run(stats, Path(log.name) if log is not None else None)
+        progress.recap()
         if runner.status == "successful" and not check:
             record_task_counts(mesh_dir, playbook, stats)
         return RunResult(
@@ -607,16 +614,20 @@ def again(fallback: str = "meshctl apply") -> str:
     return "meshctl " + shlex.join(argv) if argv else fallback
 
 
+def interrupted_run(stats: dict[str, dict[str, int]], log: Path | None) -> Interrupted:
+    """The Interrupted outcome of a run a signal stopped: where tasks had run, its log, how to go on."""
+    done = sorted(h for h, n in stats.items() if (n.get("ok") or n.get("changed")) and not n.get("failed"))
+    where = " during the Ansible run" + (f"; tasks had run on {', '.join(done)}" if done else "; no task had run")
+    where += f" (its output: {log})" if log is not None else ""
+    return interrupt.stopped(where, hint="nothing is recorded as done that was not (a node being added stays "
+                             "pending); run the command again to finish")  # fmt: skip
+
+
 def raise_for(result: RunResult, retry: str) -> None:
     if result.ok:
         return
-    if result.status == "canceled":  # Ctrl+C reached ansible-playbook too
-        done = sorted(h for h, n in result.stats.items() if (n.get("ok") or n.get("changed")) and not n.get("failed"))
-        where = f" (its output: {result.log})" if result.log is not None else ""
-        raise Interrupted(
-            "interrupted during the Ansible run" + (f"; tasks had run on {', '.join(done)}" if done else "") + where,
-            hint="mesh.yml is consistent (a node being added stays pending); run the command again to finish",
-        )
+    if result.status == "canceled":  # the run was stopped (run_playbook raises this itself)
+        raise interrupted_run(result.stats, result.log)
     if result.log is not None:
         retry += f" (the run's whole output: {result.log})"
     if result.failures:

@@ -35,7 +35,7 @@ LAYERS = (
     ("model", ("meshctl.model", "meshctl.settings", "meshctl.slurm", "meshctl.hardware", "meshctl.health")),
     ("foundation", ("meshctl", "meshctl.display")),
     ("shared core", ("meshctl.core",)),
-    ("base", ("meshctl.errors", "meshctl.resources")),
+    ("base", ("meshctl.errors", "meshctl.interrupt", "meshctl.resources")),
 )  # fmt: skip
 # What a command (meshctl.commands.*) may import: it parses, calls its operation, prints. The
 # store, the providers, the model and the Ansible session are the operations' (meshctl.ops.work is
