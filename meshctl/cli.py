@@ -76,6 +76,9 @@ class MeshctlGroup(click.Group):
                 traceback.print_exc()
             render(exc)
             ctx.exit(exc.exit_code)
+        except Interrupted as exc:  # a signal: said as an outcome, never as a traceback or click's "Aborted!"
+            render(exc)
+            ctx.exit(exc.exit_code)
 
 
 def render(exc: MeshctlError | Interrupted) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl import core
-from meshctl.errors import PartialError, ProviderError, UsageError
+from meshctl.errors import PartialError, ProviderError, ProviderUnreachable, UsageError  # noqa: F401
 from meshctl.mesh import Mesh
 from meshctl.model import RENTED, Node, check_host
 from meshctl.vault import for_mesh, read_secret, write_secret
@@ -121,7 +121,15 @@ def client(provider: str, key: str, prices: dict | None = None):
     try:
         return module(provider).Client(key, prices=prices if isinstance(prices, dict) else {})
     except common().CloudError as exc:
-        raise ProviderError(exc.message, hint=exc.hint) from None
+        raise_for(exc)
+
+
+def unreachable_fix(provider: str | list[str] | None = None) -> str:
+    """What to do when a provider's API cannot be reached: the network, its URL's override."""
+    names = [provider] if isinstance(provider, str) else list(provider or PROVIDERS)
+    overrides = " or ".join(f"MESHCTL_{p.upper()}_API_URL" for p in names)
+    return f"check this machine's network (or {overrides}) and each account (`meshctl provider list`), then run " \
+        "the command again"
 
 
 def account(mesh: Mesh, mesh_vars: dict, provider: str):
@@ -137,7 +145,7 @@ def call(what, *args):
     try:
         return what(*args)
     except common().CloudError as exc:
-        raise (UsageError if exc.kind == "invalid" else ProviderError)(exc.message, hint=exc.hint) from None
+        raise_for(exc)
 
 
 def add_account(mesh: Mesh, mesh_vars: dict, provider: str, key: str, check: bool = True) -> int:
@@ -206,17 +214,24 @@ def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = No
     asked = [provider] if provider else configured(mesh)
     if asked and sys.stderr is not None and sys.stderr.isatty():  # a slow or retried answer is no silence
         print(f"asking {', '.join(asked)} ...", file=sys.stderr, flush=True)
+    unreachable = []
     for name in asked:
         try:
             answers[name] = call(getattr(account(mesh, mesh_vars, name), method), *args)
         except (ProviderError, UsageError) as exc:
             problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            if isinstance(exc, ProviderUnreachable):
+                unreachable.append(name)
+                problems[name] = exc.message  # the network's fix is said once, for all of them
+    if asked and len(unreachable) == len(asked):  # nothing to choose from: the network, never "no offer"
+        said = "; ".join(f"{p}: {problems[p]}" for p in unreachable)
+        raise ProviderUnreachable(f"no provider answered: {said}", hint=unreachable_fix(unreachable))
     return answers, problems
 
 
 def raise_for_problems(problems: dict[str, str], answered: int, listed: str) -> None:
     """The end of a command that asked every provider: exit 8 (ProviderError) when none answered,
-    7 (PartialError) when some did, whose LISTED (offers, machines) are shown above."""
+    and when some did (the network or an account: exit 8 either way), whose LISTED (offers, machines) are shown above."""
     if not problems:
         return
     said = "; ".join(f"{p}: {m}" for p, m in problems.items())
@@ -224,7 +239,9 @@ def raise_for_problems(problems: dict[str, str], answered: int, listed: str) -> 
         raise ProviderError(f"no provider answered: {said}",
                             hint="check this machine's network and each account (`meshctl provider list`), "
                             "then run the command again")  # fmt: skip
-    raise PartialError(f"some providers did not answer: {said}", hint=f"the {listed} of the others are listed above")
+    raise ProviderError(f"some providers did not answer: {said}",
+                        hint=f"the {listed} of the others are listed above; check this machine's network and "
+                        "each account (`meshctl provider list`), then run the command again")  # fmt: skip
 
 
 def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | None = None):
@@ -472,7 +489,12 @@ def launch_first(mesh: Mesh, mesh_vars: dict, candidates: list, name: str, say=N
 
 def raise_for(error) -> None:
     """Raise a client's CloudError as meshctl's error: the user's (``invalid``) or the provider's."""
-    raise (UsageError if error.kind == "invalid" else ProviderError)(error.message, hint=error.hint) from None
+    if error.kind == "invalid":
+        raise UsageError(error.message, hint=error.hint) from None
+    if error.kind == "unreachable":  # the network or the provider's side, one outcome (exit 8)
+        provider = next((p for p in PROVIDERS if error.message.lower().startswith(p)), None)
+        raise ProviderUnreachable(error.message, hint=unreachable_fix(provider)) from None
+    raise ProviderError(error.message, hint=error.hint) from None
 
 
 def terminate(mesh: Mesh, mesh_vars: dict, ref: str) -> None:

@@ -282,6 +282,11 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
     for where, said in problems.items():
         say(f"{where} could not be asked: {said}")
     fit = [o for o in rows if o.price_per_hour <= max_price and ("any" in chosen or o.provider in chosen)]
+    if not fit and problems:  # what could not be asked may have had it: never "no offer"
+        raise ProviderError(f"no offer of {gpu} within ${max_price:.2f}/h from the providers that answered; "
+                            + "; ".join(f"{p}: {m}" for p, m in problems.items()),
+                            hint="check this machine's network and each account (`meshctl provider list`), "
+                            "then run the command again")  # fmt: skip
     if not fit:
         cheapest = min((o.price_per_hour for o in rows), default=None)
         raise UsageError(f"no offer of {gpu} at most ${max_price:.2f}/h" + (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meshctl import cloud, runner
-from meshctl.errors import MeshctlError, UsageError
+from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.model import check_name
 from meshctl.ops import add, work
 from meshctl.ops.work import Work
@@ -105,6 +105,11 @@ def plan(w: Work, request: Request,
         # for that offer only (no capacity, a pool the account cannot use) moves on to the next.
         most = request.max_price
         chosen = [o for o in rows if o.available and (most is None or o.price_per_hour <= most)]
+        if not chosen and problems:  # what could not be asked may have had it: never "no offer"
+            raise ProviderError(f"no available offer of {gpu} from the providers that answered; "
+                                + "; ".join(f"{p}: {m}" for p, m in problems.items()),
+                                hint="check this machine's network and each account (`meshctl provider list`), "
+                                "then run the command again")  # fmt: skip
         if not chosen:
             cheaper = cloud.cheapest(rows)
             raise UsageError(f"no available offer of {gpu}" + (f" at most ${most:.2f}/h" if most is not None
@@ -203,7 +208,9 @@ def check_launch_options(provider: str, options: dict, ssh_key) -> None:
 def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None):
     """What PROVIDER's offers say a KIND costs an hour (in CLOUD_TYPE, Runpod's Secure Cloud unless
     told: a launch's default), or None (not listed, or no answer)."""
-    rows, _problems = cloud.offers(mesh, mesh_vars, None, None, provider)
+    rows, problems = cloud.offers(mesh, mesh_vars, None, None, provider)
+    if problems.get(provider):  # not asked is not "not listed": no price to confirm
+        raise ProviderError(f"{provider}'s offers could not be read for the price of {kind}: {problems[provider]}")
     wanted = cloud_type or "SECURE"
     prices = [r.price_per_hour for r in rows
               if r.type == kind and r.price_per_hour is not None and r.cloud in ("", wanted)]  # fmt: skip

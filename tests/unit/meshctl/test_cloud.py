@@ -411,7 +411,7 @@ def test_one_provider_failing_does_not_hide_the_others(mesh, runpod, monkeypatch
     rows, problems = cloud.machines(mesh, *mesh.load())
     assert [r.name for r in rows] == ["trainer"] and "cannot be reached" in problems["lambda"]
     shown = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)], terminal_width=200)
-    assert shown.exit_code == 7 and "running: $0.27/h (and what lambda bill: not known, no answer)" in shown.output
+    assert shown.exit_code == 8 and "running: $0.27/h (and what lambda bill: not known, no answer)" in shown.output
 
 
 @pytest.mark.parametrize("command", ["machines", "offers"])
