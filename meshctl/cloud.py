@@ -128,8 +128,10 @@ def unreachable_fix(provider: str | list[str] | None = None) -> str:
     """What to do when a provider's API cannot be reached: the network, its URL's override."""
     names = [provider] if isinstance(provider, str) else list(provider or PROVIDERS)
     overrides = " or ".join(f"MESHCTL_{p.upper()}_API_URL" for p in names)
-    return f"check this machine's network (or {overrides}) and each account (`meshctl provider list`), then run " \
+    return (
+        f"check this machine's network (or {overrides}) and each account (`meshctl provider list`), then run "
         "the command again"
+    )
 
 
 def account(mesh: Mesh, mesh_vars: dict, provider: str):
@@ -230,8 +232,8 @@ def ask_each(mesh: Mesh, mesh_vars: dict, method: str, provider: str | None = No
 
 
 def raise_for_problems(problems: dict[str, str], answered: int, listed: str) -> None:
-    """The end of a command that asked every provider: exit 8 (ProviderError) when none answered,
-    and when some did (the network or an account: exit 8 either way), whose LISTED (offers, machines) are shown above."""
+    """The end of a command that asked every provider: exit 8 (ProviderError) when none answered, and
+    when some did (their LISTED, offers or machines, shown above): the network or an account either way."""
     if not problems:
         return
     said = "; ".join(f"{p}: {m}" for p, m in problems.items())

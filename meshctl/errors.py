@@ -21,27 +21,69 @@ class Outcome:
 
 OUTCOMES: tuple[Outcome, ...] = (
     Outcome(0, "done", "done, or nothing to do (the command says which)", ""),
-    Outcome(1, "failed", "failed: something meshctl checks is not right (`status`: a node is unhealthy)",
-            "each line says what to do"),  # fmt: skip
-    Outcome(2, "refused", "refused: bad arguments or unreadable input; nothing changed",
-            "correct the command line or the file named"),  # fmt: skip
-    Outcome(3, "refused", "refused: the mesh folder, its inventory or a setting is missing, corrupt, "
-            "misspelt or of the wrong type; nothing changed", "edit the file and line named"),  # fmt: skip
-    Outcome(4, "refused", "refused: a preflight check failed before anything changed",
-            "fix the machine as said, then run the command again"),  # fmt: skip
-    Outcome(5, "failed", "failed: an Ansible run failed on a node that answered",
-            "fix the problem shown (the run's whole output is in `logs/`) and run the command again"),  # fmt: skip
-    Outcome(6, "refused", "refused: this machine lacks something meshctl needs (Docker engine, debootstrap, ...)",
-            "install what is named"),  # fmt: skip
-    Outcome(7, "partial", "unreachable: a node or the head did not answer; done on every node that did, "
-            "and the others are listed with what to do", "start them and run the command again"),  # fmt: skip
-    Outcome(8, "provider", "provider: a provider's API (Lambda, Runpod, Paperspace) refused a call, "
-            "failed, or could not be reached", "as the error says: the key, the network, or later"),  # fmt: skip
-    Outcome(9, "busy", "busy: another meshctl run holds the mesh (the error says which, where and since "
-            "when; `--wait SECONDS`)", "wait for it, or pass `--wait SECONDS`"),  # fmt: skip
-    Outcome(130, "interrupted", "interrupted: Ctrl+C or a signal (128 + its number: SIGTERM 143, SIGHUP "
-            "129); the error says where tasks had run; nothing is recorded as done that was not",
-            "run the command again: it finishes what was begun"),  # fmt: skip
+    Outcome(
+        1,
+        "failed",
+        "failed: something meshctl checks is not right (`status`: a node is unhealthy)",
+        "each line says what to do",
+    ),
+    Outcome(
+        2,
+        "refused",
+        "refused: bad arguments or unreadable input; nothing changed",
+        "correct the command line or the file named",
+    ),
+    Outcome(
+        3,
+        "refused",
+        "refused: the mesh folder, its inventory or a setting is missing, corrupt, "
+        "misspelt or of the wrong type; nothing changed",
+        "edit the file and line named",
+    ),
+    Outcome(
+        4,
+        "refused",
+        "refused: a preflight check failed before anything changed",
+        "fix the machine as said, then run the command again",
+    ),
+    Outcome(
+        5,
+        "failed",
+        "failed: an Ansible run failed on a node that answered",
+        "fix the problem shown (the run's whole output is in `logs/`) and run the command again",
+    ),
+    Outcome(
+        6,
+        "refused",
+        "refused: this machine lacks something meshctl needs (Docker engine, debootstrap, ...)",
+        "install what is named",
+    ),
+    Outcome(
+        7,
+        "partial",
+        "unreachable: a node or the head did not answer; done on every node that did, "
+        "and the others are listed with what to do",
+        "start them and run the command again",
+    ),
+    Outcome(
+        8,
+        "provider",
+        "provider: a provider's API (Lambda, Runpod, Paperspace) refused a call, failed, or could not be reached",
+        "as the error says: the key, the network, or later",
+    ),
+    Outcome(
+        9,
+        "busy",
+        "busy: another meshctl run holds the mesh (the error says which, where and since when; `--wait SECONDS`)",
+        "wait for it, or pass `--wait SECONDS`",
+    ),
+    Outcome(
+        130,
+        "interrupted",
+        "interrupted: Ctrl+C or a signal (128 + its number: SIGTERM 143, SIGHUP "
+        "129); the error says where tasks had run; nothing is recorded as done that was not",
+        "run the command again: it finishes what was begun",
+    ),
 )
 
 
@@ -152,7 +194,9 @@ class PartialError(MeshctlError):
 UNREACHABLE_WORDS = "{count} node(s) could not be reached: {names}"
 UNREACHABLE_FIX = "start them (they rejoin Slurm by themselves) and run `{again}` again, or take one out with " \
     "`meshctl remove-node NODE --force`"  # fmt: skip
-UNREACHABLE_TODO = "start it (or check `ssh` reaches it), then run `{again}` again; or `meshctl remove-node {{node}} --force`"
+UNREACHABLE_TODO = (
+    "start it (or check `ssh` reaches it), then run `{again}` again; or `meshctl remove-node {{node}} --force`"
+)
 
 
 def unreachable(done: str, rows: dict[str, str], again: str, todos: dict[str, str] | None = None,

@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from meshctl.errors import InventoryError
+
 # What OpenSSH says when the key differs from the recorded one, and what Mitogen says instead
 # (meshctl records unknown keys before a Mitogen run, so there it means a changed key too).
 CHANGED_MARKERS = (
@@ -61,7 +63,8 @@ def _run(argv: list[str], stdin: str | None = None, timeout: float = 15) -> str:
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return done.stdout
+    # ssh-keygen -F exits 1 when no key is recorded, ssh-keyscan when none answered: no key either way.
+    return done.stdout if done.returncode in (0, 1) else ""
 
 
 def recorded(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
@@ -99,10 +102,18 @@ def forget(known_hosts: Path, host: str, port: int) -> list[Fingerprint]:
     """Remove HOST:PORT's keys from known_hosts; return the fingerprints removed."""
     gone = recorded(known_hosts, host, port)
     if gone:
-        subprocess.run(["ssh-keygen", "-R", known_hosts_name(host, port), "-f", str(known_hosts)],
-                       capture_output=True, check=False)  # fmt: skip
+        name = known_hosts_name(host, port)
+        done = subprocess.run(["ssh-keygen", "-R", name, "-f", str(known_hosts)], capture_output=True, text=True,
+                              check=False)  # fmt: skip
         old = Path(f"{known_hosts}.old")  # ssh-keygen's backup: the key is forgotten, not kept aside
         old.unlink(missing_ok=True)
+        if done.returncode != 0 or recorded(known_hosts, host, port):
+            said = (done.stderr or done.stdout or f"exit {done.returncode}").strip().splitlines()
+            raise InventoryError(
+                f"{known_hosts} still holds {name}'s key: ssh-keygen -R refused ({said[-1] if said else 'no words'})",
+                hint=f"correct or delete the line ssh-keygen names in {known_hosts} (every other line is a "
+                "host key of the mesh's nodes), then run the command again",
+            )
     return gone
 
 

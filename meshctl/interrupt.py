@@ -12,6 +12,7 @@ flag a cancel, and stay installed after the run: a later Ctrl+C would do nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -96,10 +97,8 @@ def cancel_requested() -> bool:
     if _asked_at is None:
         _asked_at = time.monotonic()
         for child in _children(os.getpid()):
-            try:
+            with contextlib.suppress(OSError):  # gone already
                 os.kill(child, signal.SIGTERM)
-            except OSError:
-                pass
         return False
     return time.monotonic() - _asked_at > GRACE
 

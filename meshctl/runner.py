@@ -27,7 +27,7 @@ import yaml
 from ansible_runner.interface import init_runner
 
 from meshctl import display, health, hostkeys, interrupt, resources, ssh
-from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError
+from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError, unreachable
 from meshctl.model import Unsafe, facts_problems
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -623,11 +623,19 @@ def interrupted_run(stats: dict[str, dict[str, int]], log: Path | None) -> Inter
                              "pending); run the command again to finish")  # fmt: skip
 
 
-def raise_for(result: RunResult, retry: str) -> None:
+def raise_for(result: RunResult, retry: str, done: str = "") -> None:
+    """The outcome of a run that was not ok: interrupted (130), nodes that did not answer and no other
+    failure (7, ``errors.unreachable``'s words: DONE says what was or was not done), else failed (5,
+    RETRY as the fix)."""
     if result.ok:
         return
     if result.status == "canceled":  # the run was stopped (run_playbook raises this itself)
         raise interrupted_run(result.stats, result.log)
+    if result.unreachable and not result.failed:
+        said = {f.host: f.message for f in result.failures}
+        rows = {host: said.get(host, "no answer") for host in result.unreachable if host != "localhost"}
+        if rows:
+            raise unreachable(done or "nothing that needs them was done", rows, again())
     if result.log is not None:
         retry += f" (the run's whole output: {result.log})"
     if result.failures:

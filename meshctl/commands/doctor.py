@@ -9,7 +9,7 @@ from dataclasses import asdict
 import click
 
 from meshctl import display, runner
-from meshctl.errors import PartialError
+from meshctl.errors import PlaybookError, unreachable
 from meshctl.ops import doctor as doctor_lib
 from meshctl.ops import work
 from meshctl.options import json_option, mesh_option, verbose_option
@@ -27,8 +27,8 @@ def command(as_json, mesh_dir, verbosity) -> None:
     """Measure every link between two nodes (iperf3 over the mesh: throughput, round trip, direct
     or relayed) and an all-reduce across the nodes in the job environment, through Slurm.
 
-    Takes a few seconds per pair of nodes; changes nothing on the nodes. Exit 7 when a node
-    could not be measured.
+    Takes a few seconds per pair of nodes; changes nothing on the nodes. Exit 7 when a node could
+    not be reached, 5 when one answered but could not be measured.
     """
     w = work.reading(mesh_dir)
     progress = runner.Progress(out=io.StringIO(), live=False) if as_json else runner.Progress()
@@ -60,7 +60,10 @@ def command(as_json, mesh_dir, verbosity) -> None:
             )
         for name, said in problems.items():
             display.echo(f"{name}: {said}")
+    lost = {name: said for name, said in problems.items() if said.startswith(doctor_lib.NOT_REACHED)}
+    if lost:  # one outcome for nodes that did not answer, in every command (exit 7)
+        raise unreachable(f"{len(links)} link(s) measured", lost, runner.again("meshctl doctor"))
     if problems:
-        raise PartialError(f"{len(problems)} node(s) could not be measured: {', '.join(problems)}",
-                           hint="start them (or `meshctl apply --limit NODE` if iperf3 is missing) and run "
-                           "`meshctl doctor` again")  # fmt: skip
+        raise PlaybookError(f"{len(problems)} node(s) could not be measured: {', '.join(problems)}",
+                            hint="`meshctl apply --limit NODE` (iperf3 or the job environment missing), then "
+                            "run `meshctl doctor` again")  # fmt: skip

@@ -8,8 +8,8 @@ import math
 
 import click
 
-from meshctl import display
-from meshctl.errors import MeshctlError
+from meshctl import display, runner
+from meshctl.errors import MeshctlError, unreachable
 from meshctl.ops import status as status_op
 from meshctl.ops import work
 from meshctl.options import json_option, mesh_option, verbose_option
@@ -83,7 +83,10 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
             display.echo(f"cost: ${total:.2f}/h for the rented nodes{unknown} "
                          "(`meshctl machines` lists every instance)")  # fmt: skip
     if not healthy:
+        lost = {r.name: r.error or "did not answer" for r in rows if r.listed and not r.ssh and not r.healthy}
         unreachable_only = all(not r.ssh for r in rows if not r.healthy)
+        if lost and unreachable_only:  # one outcome for nodes that did not answer, in every command (exit 7)
+            raise unreachable("the others' status is shown above", lost, runner.again("meshctl status"))
         raise Unhealthy(
             "some nodes are not healthy (see the table)",
             hint="each row's note says what to do"

@@ -95,7 +95,7 @@ def _install() -> None:
 def _start() -> None:
     LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
     with LOG_FILE.open("ab") as log:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # failure ignored: judged by the engine answering (the wait after it)
             ["dockerd"],
             stdout=log,
             stderr=log,

@@ -176,7 +176,9 @@ def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 def _build_base(spec: ImageSpec, key: str) -> None:
     if shutil.which("debootstrap") is None:
-        subprocess.run(["apt-get", "install", "-y", "-qq", "debootstrap"], check=False, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "debootstrap"], check=False, capture_output=True
+        )  # failure ignored: judged by which() below
         if shutil.which("debootstrap") is None:
             raise EnvironmentProblem("debootstrap is missing", hint="apt-get install debootstrap")
     with tempfile.TemporaryDirectory(prefix=f"meshctl-rootfs-{spec.suite}-", dir="/var/tmp") as tmp:
@@ -216,7 +218,9 @@ def _build_node(spec: ImageSpec, key: str, ca: Path | None) -> None:
             ]
         )
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        subprocess.run(
+            ["docker", "rm", "-f", name], capture_output=True, check=False
+        )  # failure ignored: removing the build container is a cleanup
 
 
 def build(suite: str, say=print) -> dict[str, str]:

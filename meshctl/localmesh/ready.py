@@ -190,6 +190,8 @@ def build(suite: str, say=print) -> str:
         images._run(["docker", "commit", "-c", 'CMD ["/lib/systemd/systemd"]',
                      "-c", f"LABEL {images.LABEL}={key}", name, tag])  # fmt: skip
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        subprocess.run(
+            ["docker", "rm", "-f", name], capture_output=True, check=False
+        )  # failure ignored: removing the build container is a cleanup
     say(f"image {tag}: built in {time.monotonic() - started:.1f}s")
     return "built"

@@ -283,7 +283,7 @@ def start_in_background(log: Path) -> None:
     not the CPU's work): a bed made before it is done goes to PyPI."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
-        subprocess.Popen(
+        subprocess.Popen(  # failure ignored: a bed made before it serves goes to PyPI
             [sys.executable, "-m", "meshctl.localmesh", "wheels"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
         )  # fmt: skip

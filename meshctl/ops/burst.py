@@ -22,7 +22,7 @@ from pathlib import Path
 
 from meshctl import burst as pooled
 from meshctl import cloud, core, hostkeys, resources, runner, ssh
-from meshctl.errors import MeshctlError, ProviderError, UsageError
+from meshctl.errors import MeshctlError, PartialError, ProviderError, UsageError
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
 from meshctl.ops import add, launch, work
@@ -362,7 +362,15 @@ def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float =
         if not mesh_vars["burst_pools"]:
             mesh_vars.pop("burst_pools")
         w.save(kept)
-        converge(w, verbosity)
+        try:
+            converge(w, verbosity)
+        except MeshctlError as exc:  # the pool is out of mesh.yml: its retry is the head's converge
+            head = next(n.name for n in kept if "head" in n.roles)
+            exc.hint = (f"pool {name} is out of mesh.yml and its machines are given back; the head still lists "
+                        f"its nodes until `meshctl apply --limit {head}` converges it")  # fmt: skip
+            if isinstance(exc, PartialError):
+                exc.todo = f"start it, then `meshctl apply --limit {head}`"
+            raise
     return done
 
 
@@ -373,7 +381,19 @@ def give_back(name: str, run=None) -> None:
     import subprocess
 
     run = run or subprocess.run
-    run(["scontrol", "update", f"nodename={name}", "state=power_down_force"], capture_output=True, check=False)
+    done = run(["scontrol", "update", f"nodename={name}", "state=power_down_force"], capture_output=True, check=False)
+    said_failed("scontrol update state=power_down_force", name, done)
+
+
+def said_failed(what: str, name: str, done) -> None:
+    """A head-side Slurm step that failed, said in the journal (the relaunch service's stderr)."""
+    code = getattr(done, "returncode", 0)
+    if code:
+        import sys
+
+        err = getattr(done, "stderr", b"") or b""
+        err = err.decode(errors="replace") if isinstance(err, bytes) else str(err)
+        print(f"meshctl: {what} for {name} failed (exit {code}): {err.strip()[:300]}", file=sys.stderr)
 
 
 # After the cool-down: the node idle and powered down again (``idle~``: a waiting job resumes it and
@@ -390,9 +410,10 @@ def retry_later(name: str, seconds: int, run=None) -> None:
     import subprocess
 
     run = run or subprocess.run
-    run(["systemd-run", f"--unit=meshctl-burst-retry-{name}", f"--on-active={max(1, int(seconds))}",
-         "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
-        capture_output=True, check=False)  # fmt: skip
+    done = run(["systemd-run", f"--unit=meshctl-burst-retry-{name}", f"--on-active={max(1, int(seconds))}",
+                "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
+               capture_output=True, check=False)  # fmt: skip
+    said_failed("systemd-run (the retry's timer)", name, done)
 
 
 def note_jobs(name: str, reason: str, run=None) -> list[str]:
@@ -407,5 +428,6 @@ def note_jobs(name: str, reason: str, run=None) -> list[str]:
     jobs = [j for j in (listed.stdout or "").split() if j.isdigit()] if listed.returncode == 0 else []
     text = core.mesh_text.slurm_reason(f"meshctl: {name}: {reason}")
     for job in jobs:
-        run(["scontrol", "update", f"jobid={job}", f"comment={text}"], capture_output=True, check=False)
+        done = run(["scontrol", "update", f"jobid={job}", f"comment={text}"], capture_output=True, check=False)
+        said_failed(f"scontrol update jobid={job} comment", name, done)
     return jobs

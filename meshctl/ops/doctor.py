@@ -101,6 +101,9 @@ def allreduce_of(report: dict | None, why: str = "the head could not be reached"
     return out
 
 
+NOT_REACHED = "could not be reached"  # how a node that did not answer is said (the command's exit 7)
+
+
 def doctor(w: Work, progress, verbosity: int = 0):
     """(links, all-reduce, problems): measure, then check what the nodes reported."""
     nodes, mesh_vars = w.nodes, w.mesh_vars
@@ -123,7 +126,7 @@ def doctor(w: Work, progress, verbosity: int = 0):
         if refused:
             problems[node.name] = f"reported what meshctl refuses ({refused})"
     for name, said in session.unreachable_rows(result).items():
-        problems[name] = f"could not be reached ({said}): its links are not measured"
+        problems[name] = f"{NOT_REACHED} ({said}): its links are not measured"
     for failure in result.failures:
         if failure.host not in problems and failure.host in names:
             problems[failure.host] = f"{failure.task}: {_text(failure.message)}"

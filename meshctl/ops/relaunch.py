@@ -27,6 +27,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 from meshctl import cloud, core, headcopy, hostkeys, runner, ssh
@@ -134,5 +135,11 @@ def relaunch_node(mesh: Mesh, name: str, spec_file: Path, key_file: Path, author
 def mark_down(name: str, reason: str, scontrol: str = "scontrol") -> None:
     """Slurm's reason for a node the head could not launch again (as meshctl-power says it), cleaned."""
     reason = core.mesh_text.slurm_reason(reason)
-    subprocess.run([scontrol, "update", f"nodename={name}", "state=down", f"reason=meshctl: {reason}"],
-                   capture_output=True, check=False)  # fmt: skip
+    done = subprocess.run([scontrol, "update", f"nodename={name}", "state=down", f"reason=meshctl: {reason}"],
+                          capture_output=True, check=False)  # fmt: skip
+    if done.returncode:  # said in the relaunch service's journal: the node stays as Slurm has it
+        print(
+            f"meshctl: scontrol update nodename={name} state=down failed (exit {done.returncode}): "
+            f"{(done.stderr or b'').decode(errors='replace').strip()[:300]}",
+            file=sys.stderr,
+        )

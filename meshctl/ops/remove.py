@@ -33,7 +33,7 @@ def remove_node(w: Work, name: str, force: bool, timeout: float, progress, say=p
     if result.failed or head.name in result.unreachable:
         again = runner.again(f"meshctl remove-node {name}")
         retry = f"{name} is still in the mesh; fix the problem and run `{again}` again"
-        runner.raise_for(result, retry)
+        runner.raise_for(result, retry, done=f"{name} is still in the mesh")
     if name in result.unreachable:
         say(
             f"{name}: could not be reached: its slurmd, Tailscale login, munge key and MLflow account were left "

@@ -46,7 +46,8 @@ def rotate(w: Work, progress, verbosity: int = 0) -> runner.RunResult:
     result = w.run("rotate_munge_key.yml", progress, targets=members, verbosity=verbosity)
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
-                         "again (or `meshctl apply`, which installs it too)")  # fmt: skip
+                         "again (or `meshctl apply`, which installs it too)", done="no node has the new key for "
+                         "sure; it is kept pending")  # fmt: skip
     unreachable = session.unreachable_rows(result)
     if unreachable:
         raise PartialError(

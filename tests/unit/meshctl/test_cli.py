@@ -270,10 +270,12 @@ def test_apply_with_a_node_down_converges_the_rest_and_exits_partial(mesh, fake_
     assert mesh.inventory.read_bytes() == before
 
 
-def test_apply_with_the_head_down_is_a_failure(mesh, fake_runner):
+def test_apply_with_the_head_down_is_the_unreachable_outcome(mesh, fake_runner):
     add_active(mesh, "gpu1")
     fake_runner.unreachable = ["head"]
-    assert invoke(mesh, "apply").exit_code == 5
+    result = invoke(mesh, "apply")
+    assert result.exit_code == 7 and "1 node(s) could not be reached: head" in result.output
+    assert "fix: start them" in result.output and "meshctl apply" in result.output
 
 
 def test_remove_node_runs_on_the_node_and_the_head_only(mesh, fake_runner):
@@ -327,7 +329,7 @@ def test_rotate_munge_key_with_a_node_down_exits_partial_naming_it(mesh, fake_ru
     assert result.exit_code == 7, result.output
     assert "Not reached" in result.output and "apply --limit gpu1" in result.output
     fake_runner.unreachable = ["head"]
-    assert invoke(mesh, "rotate-munge-key").exit_code == 5
+    assert invoke(mesh, "rotate-munge-key").exit_code == 7  # the head not reached: one outcome
 
 
 def test_remove_node_that_fails_on_the_head_keeps_it(mesh, fake_runner):

@@ -193,8 +193,9 @@ def test_a_run_ctrl_c_stopped_is_exit_130_saying_what_had_run_and_how_to_go_on()
     result = runner.RunResult("canceled", 254, stats={"head": {"ok": 12, "changed": 1}, "gpu1": {"failed": 1}})
     with pytest.raises(Interrupted) as caught:
         runner.raise_for(result, "retry")
-    assert caught.value.exit_code == 130 and "interrupted (Ctrl+C) during the Ansible run; tasks had run on head" in str(
-        caught.value
+    assert (
+        caught.value.exit_code == 130
+        and "interrupted (Ctrl+C) during the Ansible run; tasks had run on head" in str(caught.value)
     )
     assert "run the command again" in caught.value.hint
 

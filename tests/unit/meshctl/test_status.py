@@ -133,11 +133,12 @@ def test_status_reads_every_node_once_and_judges_it(mesh, fake):
     assert all(r.error == "" and r.problem == "" for r in rows)
 
 
-def test_one_down_node_makes_status_fail(mesh, fake):
+def test_one_down_node_is_the_unreachable_outcome(mesh, fake):
     fake.reads = healthy_reads()
     fake.unreachable = ["cpu1"]
     result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
-    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.exit_code == 7, (result.output, result.exception)
+    assert "1 node(s) could not be reached: cpu1" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     out = json.loads(result.output[: result.output.rindex("}") + 1])
     rows = {r["name"]: r for r in out["nodes"]}
@@ -159,10 +160,10 @@ def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(cpu1="down*|(null)"))}
     fake.unreachable = ["cpu1"]
     result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"})
-    assert result.exit_code == 1
+    assert result.exit_code == 7
     assert "down*" in result.output and "start it (it rejoins by itself)" in result.output
     assert "remove-node cpu1 --force" in result.output
-    assert "each row's note says what to do" in result.output and "converges the reachable" not in result.output
+    assert "fix: start them" in result.output and "converges the reachable" not in result.output
 
 
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
