@@ -11,7 +11,7 @@ Ansible and nothing of a mesh.
 from __future__ import annotations
 
 from meshctl import headcopy, hostkeys, quickread, runner, vault
-from meshctl.errors import PartialError
+from meshctl.errors import InventoryError, PartialError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -32,6 +32,7 @@ def run(
     mitogen: bool = True,
     connect_timeout: int | None = None,
     stream: bool = True,
+    rotating: bool = False,
 ) -> runner.RunResult:
     """Run a playbook on ``targets`` (default: every node) with the inventory of the whole mesh.
 
@@ -43,6 +44,14 @@ def run(
     key's rotation) records nothing. ``mitogen``, ``connect_timeout`` and ``stream`` are
     ``runner.run_playbook``'s.
     """
+    if converge and not rotating and targets is not None and {n.name for n in targets} < {n.name for n in nodes} \
+            and (mesh.secrets / vault.ROTATION_PENDING).is_file():  # fmt: skip
+        # Some nodes would get the rotation's new key and the others keep the old: Slurm split in two.
+        raise InventoryError(
+            "a munge key rotation was begun and not finished: a run on some nodes would give them the new key "
+            "and leave the others on the old one",
+            hint="run `meshctl rotate-munge-key` first: it installs the pending key on every node, then this",
+        )
     limit = None
     if targets is not None:
         limit = runner.limit_to(n.name for n in [*targets, *leaving])

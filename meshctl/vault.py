@@ -122,6 +122,11 @@ def read_secret(path: Path, vault: Vault | None) -> bytes:
     return data
 
 
+# In secrets/: a munge key rotation begun and not finished (ops/rotate_munge_key.py); a dot-file,
+# which the head's copy of the secrets leaves out.
+ROTATION_PENDING = ".munge-key-rotation"
+
+
 # Secrets the roles make on the control machine when they are missing, by (role, variable that
 # names the file): with a vault meshctl makes them itself, encrypted, before a run.
 GENERATED = {

@@ -20,7 +20,9 @@ def command(mesh_dir, wait, verbosity) -> None:
     or when the key may have been read. munged restarts once on each node; running jobs keep running.
     """
     with work.changing(mesh_dir, "rotate-munge-key", wait) as w:
-        result = rotate_munge_key.rotate(w, runner.Progress(), verbosity)
+        result, resumed = rotate_munge_key.rotate(w, runner.Progress(), verbosity)
+    if resumed:
+        display.echo("finished the rotation begun before: its pending key, no other made")
     reached = sorted(h for h in result.stats if h != "localhost")
     # The key's copy is no_log (its result, "changed" included, is hidden): the restart says it changed.
     restarted = sorted(h for h, tasks in result.changed.items() if any("Restart munge" in t for t in tasks))

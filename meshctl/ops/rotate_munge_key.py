@@ -7,11 +7,12 @@ holds it: rotating gives every active node a new key, so the old one opens nothi
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from meshctl import resources, runner, session, vault
-from meshctl.errors import InventoryError, PartialError
-from meshctl.mesh import Mesh
+from meshctl.errors import Interrupted, InventoryError, PartialError
+from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import head_of
 from meshctl.ops.work import Work
 
@@ -19,6 +20,7 @@ MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one plac
 # The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a
 # node that left keeps no working account either.
 ACCOUNTS_KEY = ("mlflow", "mlflow_accounts_key_file")
+PENDING = vault.ROTATION_PENDING  # in secrets/: see pending_marker
 
 
 def key_path(mesh: Mesh) -> Path:
@@ -26,28 +28,48 @@ def key_path(mesh: Mesh) -> Path:
     return mesh.secrets / resources.secret_file_name(*MUNGE_KEY)
 
 
-def rotate(w: Work, progress, verbosity: int = 0) -> runner.RunResult:
+def pending_marker(mesh: Mesh) -> Path:
+    """secrets/.munge-key-rotation: a rotation begun whose key is not yet on every node reached (a
+    dot-file: the head's copy of the secrets leaves it out)."""
+    return mesh.secrets / PENDING
+
+
+def rotate(w: Work, progress, verbosity: int = 0) -> tuple[runner.RunResult, bool]:
     """Store a new key (0600, vault-encrypted when the mesh has a vault) and install it on every
     active node (playbooks/rotate_munge_key.yml: one munged restart per node, in one round); renew
     the MLflow accounts' key too, so every account holder gets a new password on the server and in
-    their account file on each node reached (the old passwords stop working).
+    their account file on each node reached (the old passwords stop working). Returns the run and
+    whether it finished a rotation begun before.
 
-    Unreachable nodes keep the old key, so they cannot talk to Slurm until `meshctl apply --limit
-    NODE` gives them the new one: they are listed (exit 7, partial); the head unreachable is an error.
+    The new keys stay pending (``pending_marker``) until the run has ended on the head: a run
+    interrupted, failed, or whose head did not answer leaves them pending, and the next
+    rotate-munge-key installs that key rather than making another. Unreachable nodes keep the old
+    key, so they cannot talk to Slurm until `meshctl apply --limit NODE` gives them the new one: they
+    are listed (exit 7, partial); the head unreachable is the same outcome, the key still pending.
     """
     mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     members = [n for n in nodes if n.state == "active"]
     head = head_of(nodes)
     if head not in members:
         raise InventoryError("the head is not active yet", hint="run `meshctl apply` first; it makes the first key")
-    vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
-    accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
-    vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
-    result = w.run("rotate_munge_key.yml", progress, targets=members, verbosity=verbosity)
+    marker = pending_marker(mesh)
+    resumed = marker.is_file()
+    if not resumed:  # the marker first: a stop between it and the keys leaves a rotation to finish, not two keys
+        marker.parent.mkdir(mode=0o700, exist_ok=True)
+        atomic_write(marker, f"begun {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), mode=0o600)
+        vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
+        accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
+        vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
+    finish = "run `meshctl rotate-munge-key` again: it installs the pending key (no other is made)"
+    try:
+        result = w.run("rotate_munge_key.yml", progress, targets=members, verbosity=verbosity, rotating=True)
+    except Interrupted as exc:
+        exc.hint = f"the new munge key is pending (nodes reached may have it, the others the old one); {finish}"
+        raise
     if result.failed or head.name in result.unreachable:
-        runner.raise_for(result, "the new key is stored; fix the problem shown and run `meshctl rotate-munge-key` "
-                         "again (or `meshctl apply`, which installs it too)", done="no node has the new key for "
-                         "sure; it is kept pending")  # fmt: skip
+        runner.raise_for(result, f"the new key is pending; fix the problem shown and {finish}",
+                         done=f"the new munge key is pending, not on every node; {finish}")  # fmt: skip
+    marker.unlink(missing_ok=True)  # on every node reached: what is left is each unreachable node's own apply
     unreachable = session.unreachable_rows(result)
     if unreachable:
         raise PartialError(
@@ -57,4 +79,4 @@ def rotate(w: Work, progress, verbosity: int = 0) -> runner.RunResult:
             unreachable=unreachable,
             todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
         )
-    return result
+    return result, resumed

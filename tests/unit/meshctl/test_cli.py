@@ -323,13 +323,24 @@ def test_rotate_munge_key_stores_a_new_key_and_runs_on_every_active_node(mesh, f
 
 
 def test_rotate_munge_key_with_a_node_down_exits_partial_naming_it(mesh, fake_runner):
-    add_active(mesh, "gpu1")
+    add_active(mesh, "gpu1", "cpu1")
     fake_runner.unreachable = ["gpu1"]
     result = invoke(mesh, "rotate-munge-key")
     assert result.exit_code == 7, result.output
     assert "Not reached" in result.output and "apply --limit gpu1" in result.output
     fake_runner.unreachable = ["head"]
-    assert invoke(mesh, "rotate-munge-key").exit_code == 7  # the head not reached: one outcome
+    key = mesh.secrets / "munge.key"
+    before = key.read_bytes()
+    refused = invoke(mesh, "rotate-munge-key")
+    assert refused.exit_code == 7 and "the new munge key is pending" in refused.output  # the head: one outcome
+    assert key.read_bytes() != before and (mesh.secrets / ".munge-key-rotation").is_file()
+    pending = key.read_bytes()
+    again = invoke(mesh, "apply", "--limit", "gpu1")  # a part of the mesh on the new key, the rest on the old
+    assert again.exit_code == 3 and "rotate-munge-key` first" in again.output
+    fake_runner.unreachable = []
+    done = invoke(mesh, "rotate-munge-key")  # the retry finishes that key: no other is made
+    assert done.exit_code == 0 and "finished the rotation begun before" in done.output, done.output
+    assert key.read_bytes() == pending and not (mesh.secrets / ".munge-key-rotation").exists()
 
 
 def test_remove_node_that_fails_on_the_head_keeps_it(mesh, fake_runner):
