@@ -198,6 +198,8 @@ UNREACHABLE_TODO = (
     "start it (or check `ssh` reaches it), then run `{again}` again; or `meshctl remove-node {{node}} --force`"
 )
 
+UNREACHABLE_HEAD_TODO = "start it (or check `ssh` reaches it): every node waits for it; then run `{again}` again"
+
 
 def unreachable(done: str, rows: dict[str, str], again: str, todos: dict[str, str] | None = None,
                 head: str | None = None) -> PartialError:  # fmt: skip
@@ -205,8 +207,10 @@ def unreachable(done: str, rows: dict[str, str], again: str, todos: dict[str, st
     the head itself did not answer) and ROWS (node -> what SSH said)."""
     names = ", ".join(rows)
     said = UNREACHABLE_WORDS.format(count=len(rows), names=names)
+    todos = dict(todos or {})
     if head is not None and head in rows:
-        said += f" (the head, {head}, among them: nothing that needs it was done)"
+        said += f" (the head, {head}, among them)"
+        todos.setdefault(head, UNREACHABLE_HEAD_TODO.format(again=again))
     return PartialError(
         f"{done}; {said}" if done else said,
         hint=UNREACHABLE_FIX.format(again=again),

@@ -311,7 +311,11 @@ class Events:
                 return True
             key = "failed" if kind == "runner_on_failed" else "unreachable"
             self.counts[host][key] += 1
-            failure = Failure(host, data.get("task", ""), _message(data.get("res", {})))
+            res = data.get("res", {})
+            said = _message(res)
+            if key == "unreachable" and res.get("censored"):  # a no_log task hides SSH's own words too
+                said = "did not answer over SSH (the task's no_log hides SSH's words: `ssh` to it says why)"
+            failure = Failure(host, data.get("task", ""), said)
             self.failures.append(failure)
             self.reporter.failed(key, failure)
         self.reporter.refresh()
@@ -623,7 +627,7 @@ def interrupted_run(stats: dict[str, dict[str, int]], log: Path | None) -> Inter
                              "pending); run the command again to finish")  # fmt: skip
 
 
-def raise_for(result: RunResult, retry: str, done: str = "") -> None:
+def raise_for(result: RunResult, retry: str, done: str = "", head: str | None = None) -> None:
     """The outcome of a run that was not ok: interrupted (130), nodes that did not answer and no other
     failure (7, ``errors.unreachable``'s words: DONE says what was or was not done), else failed (5,
     RETRY as the fix)."""
@@ -635,7 +639,7 @@ def raise_for(result: RunResult, retry: str, done: str = "") -> None:
         said = {f.host: f.message for f in result.failures}
         rows = {host: said.get(host, "no answer") for host in result.unreachable if host != "localhost"}
         if rows:
-            raise unreachable(done or "nothing that needs them was done", rows, again())
+            raise unreachable(done or "nothing that needs them was done", rows, again(), head=head)
     if result.log is not None:
         retry += f" (the run's whole output: {result.log})"
     if result.failures:

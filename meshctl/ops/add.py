@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshctl import cloud, runner, session, tailnet
+from meshctl import cloud, runner, tailnet
 from meshctl.errors import UsageError
 from meshctl.model import Node, check_name, head_of, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
@@ -147,13 +147,14 @@ def add_node(w: Work, plans, progress, dry_run=False, verbosity=0):
     targets = [head, *added]
     if dry_run:
         # The nodes are not written to mesh.yml: the run's inventory carries their whole records.
-        result = session.run(mesh, everyone, mesh_vars, "site.yml", progress, targets, check=True, diff=True,
-                     verbosity=verbosity)  # fmt: skip
-        runner.raise_for(result, "the dry run found a problem; nothing was changed")
+        result = Work(mesh, everyone, mesh_vars).run("site.yml", progress, targets=targets, check=True, diff=True,
+                                                     verbosity=verbosity)  # fmt: skip
+        runner.raise_for(result, "the dry run found a problem; nothing was changed", head=head.name)
         return result
     w.save(everyone)
     result = w.run("site.yml", progress, targets=targets, verbosity=verbosity)
-    runner.raise_for(result, retry)
+    runner.raise_for(result, retry, done=f"the {'node stays' if len(added) == 1 else 'nodes stay'} pending",
+                     head=head.name)  # fmt: skip
     for node in targets:
         node.state = "active"
     result.notes = tailnet.record_addresses(targets, result.reports, everyone, tailnet.tailnet_cidr(mesh))

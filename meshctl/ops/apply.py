@@ -147,7 +147,8 @@ def apply(w: Work, progress, limit=None, check=False, diff=False, verbosity=0):
             progress.note(f"{name}: {why}; not changed: a job for it (or `scontrol update nodename={name} "
                           f"state=power_up` on the head) starts it, then `meshctl apply --limit {name}`")  # fmt: skip
     if not partial:
-        runner.raise_for(result, f"fix the problem shown and run `{runner.again('meshctl apply')}` again")
+        runner.raise_for(result, f"fix the problem shown and run `{runner.again('meshctl apply')}` again",
+                         head=head_of(nodes).name)  # fmt: skip
     if not check:
         result.notes = tailnet.record_addresses(reached, result.reports, nodes, tailnet.tailnet_cidr(mesh))
         changed = bool(result.notes)

@@ -3,7 +3,7 @@ mesh.yml (its instance deleted with ``--terminate``); no other node is contacted
 
 from __future__ import annotations
 
-from meshctl import burst, cloud, runner, session
+from meshctl import burst, cloud, runner
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.model import head_of, node_named
 from meshctl.ops.work import Work
@@ -28,12 +28,13 @@ def remove_node(w: Work, name: str, force: bool, timeout: float, progress, say=p
     head = head_of(nodes)
     remaining = [n for n in nodes if n.name != name]
     extravars = {"slurm_controller_drain_force": bool(force), "slurm_controller_drain_timeout": int(timeout)}
-    result = session.run(mesh, remaining, mesh_vars, "remove_node.yml", progress, [head], leaving=[node],
-                         extravars=extravars, verbosity=verbosity)  # fmt: skip
+    # The run's inventory is the mesh without the leaving node, which the run reaches as ``leaving``.
+    result = Work(mesh, remaining, mesh_vars).run("remove_node.yml", progress, targets=[head], leaving=[node],
+                                                  extravars=extravars, verbosity=verbosity)  # fmt: skip
     if result.failed or head.name in result.unreachable:
         again = runner.again(f"meshctl remove-node {name}")
         retry = f"{name} is still in the mesh; fix the problem and run `{again}` again"
-        runner.raise_for(result, retry, done=f"{name} is still in the mesh")
+        runner.raise_for(result, retry, done=f"{name} is still in the mesh", head=head.name)
     if name in result.unreachable:
         say(
             f"{name}: could not be reached: its slurmd, Tailscale login, munge key and MLflow account were left "

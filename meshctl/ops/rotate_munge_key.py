@@ -68,7 +68,7 @@ def rotate(w: Work, progress, verbosity: int = 0) -> tuple[runner.RunResult, boo
         raise
     if result.failed or head.name in result.unreachable:
         runner.raise_for(result, f"the new key is pending; fix the problem shown and {finish}",
-                         done=f"the new munge key is pending, not on every node; {finish}")  # fmt: skip
+                         done=f"the new munge key is pending, not on every node; {finish}", head=head.name)  # fmt: skip
     marker.unlink(missing_ok=True)  # on every node reached: what is left is each unreachable node's own apply
     unreachable = session.unreachable_rows(result)
     if unreachable:

@@ -161,7 +161,8 @@ def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
         mitogen=False,
         stream=bool(verbosity),
     )
-    runner.raise_for(result, f"fix the problem and run `{runner.again('meshctl usage')}` again")
+    runner.raise_for(result, f"fix the problem and run `{runner.again('meshctl usage')}` again",
+                     head=head_of(nodes).name)  # fmt: skip
     lines = (result.reports.get(head_of(nodes).name) or {}).get("lines") or []
     facts = mesh.load_facts()
     gpus = {n: len([g for g in f.get("gpus", []) if g.get("file")]) for n, f in facts.items()}
