@@ -167,6 +167,7 @@ class Preflight:
     facts: dict[str, str]
     error: tuple[str, str] | None = None
     pod: bool = False
+    answered: bool = True  # False: nothing answered at the address (refused, timed out): the unreachable outcome
 
     @property
     def passed(self) -> bool:
@@ -178,7 +179,8 @@ def run(
 ) -> Preflight:
     result = ssh.run(argv, "/bin/sh -s", stdin=probe_script(), timeout=ssh.CONNECT_TIMEOUT + 30)
     if result.rc == 255:
-        return Preflight(False, [], {}, ssh.explain_failure(result.stderr, user, host, port, known_hosts))
+        error = ssh.explain_failure(result.stderr, user, host, port, known_hosts)
+        return Preflight(False, [], {}, error, answered=not ssh.not_answered(result.stderr))
     facts = parse_probe(result.stdout)
     pod = is_pod(facts, provider)
     return Preflight(True, evaluate(facts, user, pod), facts, pod=pod)

@@ -65,6 +65,13 @@ def learn_host_keys(targets: list[tuple[str, str, int, str | None]], known_hosts
         list(pool.map(contact, targets))
 
 
+def not_answered(stderr: str) -> bool:
+    """SSH's words for a machine that did not answer at all (refused, timed out, no route): the
+    unreachable outcome, where a key refused or a name unknown is the user's to fix."""
+    low = stderr.lower()
+    return any(word in low for word in ("connection refused", "timed out", "no answer", "no route"))
+
+
 def explain_failure(
     stderr: str, user: str, host: str, port: int, known_hosts: Path | None = None, name: str | None = None
 ) -> tuple[str, str]:

@@ -62,7 +62,7 @@ def command(as_json, mesh_dir, verbosity) -> None:
             display.echo(f"{name}: {said}")
     lost = {name: said for name, said in problems.items() if said.startswith(doctor_lib.NOT_REACHED)}
     if lost:  # one outcome for nodes that did not answer, in every command (exit 7)
-        raise unreachable(f"{len(links)} link(s) measured", lost, runner.again("meshctl doctor"))
+        raise unreachable(f"{len(links)} link(s) measured", lost, runner.again("meshctl doctor"), head=w.head)
     if problems:
         raise PlaybookError(f"{len(problems)} node(s) could not be measured: {', '.join(problems)}",
                             hint="`meshctl apply --limit NODE` (iperf3 or the job environment missing), then "

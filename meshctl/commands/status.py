@@ -86,7 +86,7 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
         lost = {r.name: r.error or "did not answer" for r in rows if r.listed and not r.ssh and not r.healthy}
         unreachable_only = all(not r.ssh for r in rows if not r.healthy)
         if lost and unreachable_only:  # one outcome for nodes that did not answer, in every command (exit 7)
-            raise unreachable("the others' status is shown above", lost, runner.again("meshctl status"))
+            raise unreachable("the others' status is shown above", lost, runner.again("meshctl status"), head=w.head)
         raise Unhealthy(
             "some nodes are not healthy (see the table)",
             hint="each row's note says what to do"

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import netaddr
 
-from meshctl import preflight, ssh
-from meshctl.errors import PreflightError, UsageError
+from meshctl import preflight, runner, ssh
+from meshctl.errors import PreflightError, UsageError, unreachable
 from meshctl.mesh import Mesh
 from meshctl.model import Target
 
@@ -54,6 +54,9 @@ def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str
     result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts, provider=provider)
     if not result.reachable:
         what, fix = result.error
+        if not result.answered:  # one outcome for a machine that does not answer, in every command (exit 7)
+            where = f"{target.user}@{target.host}:{target.port}"
+            raise unreachable("nothing was changed", {where: what}, runner.again(), todos={where: fix})
         raise PreflightError(what, hint=fix)
     chosen = provider or preflight.detect_provider(result.facts)
     return PreflightReport(target, result, chosen)

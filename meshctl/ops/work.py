@@ -26,6 +26,11 @@ class Work:
     nodes: list[Node]
     mesh_vars: dict
 
+    @property
+    def head(self) -> str | None:
+        """The head's name (None in a mesh that has none yet)."""
+        return next((n.name for n in self.nodes if "head" in n.roles), None)
+
     def save(self, nodes: list[Node] | None = None) -> None:
         """Write the nodes (NODES from now on, when given) and the settings back, atomically."""
         if nodes is not None:

@@ -1,0 +1,287 @@
+"""One outcome per situation, in every command: the real meshctl, its real Ansible and ssh.
+
+Each case runs ``meshctl`` as a user does (a process in a session of its own, the signal sent to its
+process group as a terminal sends Ctrl+C) on a mesh whose head and node are on this machine:
+
+- unreachable: both addresses refuse SSH -> exit 7, the same words (``errors.unreachable``) and fix;
+- interrupted: SIGINT before SSH (once meshctl's handlers are installed), while connecting (ssh
+  waits on a server that never answers) and inside the Ansible run -> 130, "interrupted", no word
+  of success, and nothing of the run left behind;
+- provider unreachable: the providers' API URLs point at a closed port -> exit 8 naming the
+  network and the override, never "no offer".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from meshctl import errors
+from meshctl.mesh import Mesh
+from meshctl.model import Node
+from tests.hwfacts import NO_GPU
+
+REPO = Path(__file__).resolve().parents[3]
+MESHCTL = [sys.executable, "-m", "meshctl"]
+# What a command says only when it did what it was asked: none of it may follow an interruption.
+SUCCESS_WORDS = ("installed on", "restarted on", "removed from", "converged", "Mesh status", "Links (iperf3",
+                 "is idle", "forgot", "Recap")  # fmt: skip
+# Every command that reaches nodes, as a user types it (NODE_PORT: the added machine's port).
+COMMANDS = {
+    "status": ["status", "--timeout", "1"],
+    "apply": ["apply"],
+    "doctor": ["doctor"],
+    "usage": ["usage"],
+    "rotate-munge-key": ["rotate-munge-key"],
+    "remove-node": ["remove-node", "gpu1"],
+    "add-node": ["add-node", "root@127.0.0.2:NODE_PORT", "--name", "cpu9"],
+}
+ANSIBLE_RUNS = {"status": ["status", "--timeout", "1", "-v"]}  # status reads without Ansible unless -v
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Silent:
+    """A TCP server that accepts and never says a word: ssh waits in its connection (its banner)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("", 0))  # 127.0.0.1 (the mesh) and 127.0.0.2 (a machine added)
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def make_mesh(path: Path, port: int) -> Mesh:
+    mesh = Mesh(path)
+    path.mkdir(mode=0o700)
+    nodes = [Node("head1", "127.0.0.1", port=port, roles=["head", "compute"], state="active",
+                  mesh_address="100.64.0.1"),
+             Node("gpu1", "127.0.0.1", port=port, state="active", mesh_address="100.64.0.2")]  # fmt: skip
+    mesh.save(nodes, {"slurm_accounting": True})
+    for node in nodes:
+        mesh.record_facts(node.name, dict(NO_GPU))
+    return mesh
+
+
+def env_for(home: Path, **more) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHCTL_")}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), COLUMNS="250", **more)
+    return env
+
+
+def argv(command: list[str], mesh: Mesh, node_port: int) -> list[str]:
+    return [*MESHCTL, *(a.replace("NODE_PORT", str(node_port)) for a in command), "--mesh", str(mesh.path)]
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """PID's descendants: pid -> command name (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+        names[int(entry.name)] = " ".join(Path(c.decode(errors="replace")).name for c in cmdline[:2] if c)
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found[child] = names.get(child, "")
+        todo += children.get(child, [])
+    return found
+
+
+def handlers_installed(pid: int) -> bool:
+    """meshctl's own signal handlers are in place (SIGHUP caught: Python leaves it alone by itself)."""
+    try:
+        caught = next(
+            line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt")
+        )
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caught.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
+
+
+def wait_for(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def bed(tmp_path):
+    silent = Silent()
+    yield tmp_path, silent
+    silent.close()
+
+
+def run_outcome(command: list[str], mesh: Mesh, node_port: int, home: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(argv(command, mesh, node_port), capture_output=True, text=True, timeout=120,
+                          env=env_for(home, **env), cwd=home)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_head_that_does_not_answer_is_exit_7_with_the_same_words_and_fix(name, tmp_path):
+    port = closed_port()
+    mesh = make_mesh(tmp_path / "mesh", port)
+    done = run_outcome(COMMANDS[name], mesh, port, tmp_path)
+    said = done.stdout + done.stderr
+    assert done.returncode == 7, said[-3000:]
+    lost = "127.0.0.2" if name == "add-node" else "head1"  # add-node asks the machine first
+    assert re.search(rf"error: .*\d node\(s\) could not be reached: .*{lost}", done.stderr), said[-3000:]
+    assert "fix: start them (they rejoin Slurm by themselves) and run `meshctl " in done.stderr, said[-3000:]
+    assert "every node waits for it" in said or "head1" not in done.stderr, said[-3000:]
+    claims = ("installed on", "restarted on", "removed from", "converged", "is idle", "forgot")
+    assert not any(word in said for word in claims), said[-3000:]
+
+
+POINTS = ("before SSH", "while connecting", "inside Ansible")
+
+
+def interrupt_at(point: str, proc: subprocess.Popen) -> str:
+    """Wait for POINT in PROC's run, then Ctrl+C its process group; what was seen there."""
+    assert wait_for(lambda: handlers_installed(proc.pid) or proc.poll() is not None), "meshctl never started"
+    if point == "while connecting":
+        assert wait_for(lambda: any(n.startswith("ssh ") or n == "ssh" for n in descendants(proc.pid).values())
+                        or proc.poll() is not None), "no ssh started"  # fmt: skip
+    elif point == "inside Ansible":
+        assert wait_for(lambda: any("ansible-playbook" in n for n in descendants(proc.pid).values())
+                        or proc.poll() is not None), "no ansible-playbook started"  # fmt: skip
+        time.sleep(1.0)  # in the run: its plays load, its first task starts
+    seen = descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)
+    return ", ".join(sorted(set(seen.values()))) or "no child process"
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_ctrl_c_at_any_point_is_130_interrupted_and_never_a_word_of_success(name, point, bed):
+    tmp_path, silent = bed
+    mesh = make_mesh(tmp_path / "mesh", silent.port)
+    before = mesh.inventory.read_bytes()
+    command = ANSIBLE_RUNS.get(name, COMMANDS[name]) if point == "inside Ansible" else COMMANDS[name]
+    proc = subprocess.Popen(argv(command, mesh, silent.port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env_for(tmp_path), cwd=tmp_path, start_new_session=True)  # fmt: skip
+    try:
+        seen = interrupt_at(point, proc)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    said = f"[{point}: {seen}]\n{out}{err}"
+    assert proc.returncode == 130, said[-3000:]
+    assert "error: interrupted (Ctrl+C)" in err and "fix: " in err, said[-3000:]
+    assert not any(word in out + err for word in SUCCESS_WORDS), said[-3000:]
+    assert "Traceback" not in err, said[-3000:]
+    # Nothing of the run goes on without it (ansible-playbook, its workers, their ssh).
+    left = lambda: [p for p in (seen_pids(tmp_path)) if Path(f"/proc/{p}").exists()]  # noqa: E731
+    assert wait_for(lambda: not left(), 30), f"still running after meshctl ended: {left()}"
+    if name != "add-node":  # add-node records the new node as pending before its run: as it says
+        assert mesh.inventory.read_bytes() == before, said[-3000:]
+
+
+def seen_pids(home: Path) -> list[int]:
+    """Processes whose working folder or environment is this case's (meshctl's runs inherit both)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"HOME={home}".encode() in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_provider_api_that_cannot_be_reached_is_exit_8_naming_the_network_never_no_offer(tmp_path):
+    mesh = make_mesh(tmp_path / "mesh", closed_port())
+    key = tmp_path / "key"
+    key.write_text("secret_abcdefgh1234")
+    key.chmod(0o600)
+    closed = f"http://127.0.0.1:{closed_port()}"
+    env = {f"MESHCTL_{p.upper()}_API_URL": closed for p in ("lambda", "runpod", "paperspace")}
+    stored = run_outcome(["provider", "add", "lambda", "--key-file", str(key), "--no-check"], mesh, 0, tmp_path)
+    assert stored.returncode == 0, stored.stderr
+    cases = {
+        "provider add": ["provider", "add", "runpod", "--key-file", str(key)],
+        "offers": ["offers", "--gpu", "H100:1"],
+        "machines": ["machines"],
+        "launch --gpu": ["launch", "--gpu", "H100:1", "--name", "x1", "-y"],
+        "launch lambda --type": ["launch", "lambda", "--type", "gpu_1x_a10", "--name", "x2", "-y"],
+        "burst add": ["burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "5"],
+    }
+    for case, command in cases.items():
+        done = run_outcome(command, mesh, 0, tmp_path, **env)
+        said = f"[{case}]\n{done.stdout}{done.stderr}"
+        assert done.returncode == 8, said
+        assert "cannot be reached" in done.stderr and "check this machine's network" in done.stderr, said
+        assert "_API_URL" in done.stderr, said
+        assert "no offer" not in said.lower() and "nothing available matches" not in said, said
+        assert "[y/N]" not in said and "not listed" not in said, said
+
+
+def test_the_readme_exit_codes_are_the_outcome_table():
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M)
+    assert [(int(code), meaning) for code, meaning in rows] == [(o.code, o.meaning) for o in errors.OUTCOMES]
+
+
+def test_every_error_class_takes_its_code_from_the_table():
+    codes = {o.code for o in errors.OUTCOMES}
+    classes = [errors.MeshctlError, *errors.MeshctlError.__subclasses__(), errors.Interrupted]
+    for cls in classes:
+        assert cls.exit_code in codes, cls
+    assert errors.Interrupted("x", signum=signal.SIGTERM).exit_code == 143
+    assert errors.outcome(143).name == "interrupted"
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs ssh")
+def test_status_of_two_unreachable_nodes_ends_in_about_the_timeout(tmp_path):
+    """Not a timed assert: the seconds are printed (docs/benchmarks.md); the outcome is checked."""
+    port = closed_port()
+    mesh = make_mesh(tmp_path / "mesh", port)
+    start = time.monotonic()
+    done = run_outcome(["status", "--timeout", "1"], mesh, port, tmp_path)
+    print(f"status --timeout 1, two unreachable nodes: {time.monotonic() - start:.2f} s")
+    assert done.returncode == 7
