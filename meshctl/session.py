@@ -10,7 +10,7 @@ Ansible and nothing of a mesh.
 
 from __future__ import annotations
 
-from meshctl import headcopy, hostkeys, quickread, runner, vault
+from meshctl import headcopy, hostkeys, quickread, runner, settings, vault
 from meshctl.errors import InventoryError, PartialError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
@@ -56,6 +56,10 @@ def run(
     if targets is not None:
         limit = runner.limit_to(n.name for n in [*targets, *leaving])
     if converge:  # the roles read them (dry runs too); a read makes nothing
+        secrets = settings.secrets_problems(mesh.path)  # what `meshctl check` says, before any node is reached
+        if secrets:
+            more = f" (and {len(secrets) - 1} more: `meshctl check` lists them)" if len(secrets) > 1 else ""
+            raise InventoryError(f"{mesh.path / secrets[0].file}: {secrets[0].message}{more}", hint=secrets[0].hint)
         vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
     progress = progress or runner.Progress()
     converging = {n.name for n in targets} if converge and targets is not None else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -135,7 +136,7 @@ class Problem:
     hint: str
 
     def __str__(self) -> str:
-        return f"{self.file} line {self.line}: {self.message}"
+        return f"{self.file} line {self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
 
 @cache
@@ -289,10 +290,17 @@ def _idle_time(value, _scope) -> list[str]:
     if value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "never")):
         return []
     try:
-        power.duration_seconds(value)
+        seconds = power.duration_seconds(value)
     except power.PowerSaveError as exc:
         return [str(exc)]
+    if not seconds and value not in (None, ""):  # 0s reads as never: say false if that is meant
+        return [f"idle_stop {value!r} is no time: a node is never stopped with it"]
     return []
+
+
+def _boolean(value, _scope) -> list[str]:
+    # Only YAML's true acts (the code asks `is True`): "yes" in quotes or maybe would act as no.
+    return [] if isinstance(value, bool) else [f"{value!r} is not true or false"]
 
 
 def _by_provider(value, scope) -> list[str]:
@@ -333,6 +341,7 @@ VALUE_CHECKS = {
     "burst_pools": (_pools, "`meshctl burst add` writes each pool; `meshctl burst remove NAME` takes one out"),
     "burst_max_spend": (_max_spend, "write dollars an hour, e.g. burst_max_spend: 10"),
     "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
+    "idle_terminate": (_boolean, "write true (terminate the instance when idle) or false, unquoted"),
     "mesh_idle_stop_by_provider": (_by_provider, "give each provider an idle time: {paperspace: 30m}"),
     "job_users_list": (_job_users, "write each user as {name: alice, uid: 2001} (roles/job_users/README.md)"),
     "slurm_head_runs_jobs": (_head_jobs, 'write auto, true or false (roles/slurm/README.md, "The head")'),
@@ -347,28 +356,80 @@ def value_problems(key: str, value, scope: dict) -> tuple[list[str], str]:
     return checker(value, scope), fix
 
 
+SECRETS = "secrets"  # the mesh's folder of secrets (meshctl.mesh.SECRETS)
+
+
+def secrets_problems(mesh_dir: Path) -> list[Problem]:
+    """The mesh's secrets folder and files others may read (the munge role's refusal, checked first)."""
+    folder = Path(mesh_dir) / SECRETS
+    problems = []
+    try:
+        mode = folder.lstat().st_mode & 0o777
+    except OSError:
+        return []
+    if mode & 0o077:
+        fix = f"chmod 700 {folder}; then consider its keys leaked: `meshctl rotate-munge-key`"
+        problems.append(Problem(f"{SECRETS}/", 0, "", f"is readable by others (mode {mode:04o})", fix))
+    for path in sorted(folder.rglob("*")):
+        try:
+            mode = path.lstat().st_mode & 0o777
+        except OSError:
+            continue
+        if path.is_file() and mode & 0o077:
+            fix = f"chmod 600 {path}; then consider it leaked: `meshctl rotate-munge-key`"
+            said = f"is readable by others (mode {mode:04o})"
+            problems.append(Problem(f"{SECRETS}/{path.relative_to(folder)}", 0, "", said, fix))
+    return problems
+
+
+# What Ansible's host_group_vars plugin loads of group_vars/ and host_vars/ (YAML_FILENAME_EXTENSIONS):
+# a file NAME, NAME.yml, NAME.yaml or NAME.json, or every such file in a folder NAME/, at any depth;
+# hidden files and folders are left out. meshctl hands Ansible both folders whole.
+VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")
+VARS_FOLDERS = ("group_vars", "host_vars")
+
+
+def vars_files(mesh_dir: Path) -> list[Path]:
+    """Every file of the mesh's group_vars/ and host_vars/ that Ansible reads, in its order."""
+    found: list[Path] = []
+    for folder in VARS_FOLDERS:
+        base = Path(mesh_dir) / folder
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            inside = sorted(entry.rglob("*")) if entry.is_dir() else [entry]
+            for path in inside:
+                parts = path.relative_to(base).parts
+                if path.is_file() and path.suffix in VARS_EXTENSIONS and not any(p.startswith(".") for p in parts) \
+                        and not path.name.endswith("~"):  # fmt: skip
+                    found.append(path)
+    return found
+
+
 def check(mesh_dir: Path, inventory_text: str | None = None) -> list[Problem]:
-    """Every problem of the mesh's settings: group_vars, host_vars, mesh.yml's vars and host variables."""
+    """Every problem of the mesh's settings: every file Ansible reads of group_vars/ and host_vars/
+    (``vars_files``), mesh.yml's vars and host variables (the secrets' modes: ``secrets_problems``)."""
     mesh_dir = Path(mesh_dir)
     problems: list[Problem] = []
-    for folder in ("group_vars", "host_vars"):
-        for path in sorted((mesh_dir / folder).glob("*.yml")):
-            try:
-                text = path.read_text(encoding="utf-8")
-                data = load(text)
-            except yaml.YAMLError as exc:
-                problems.append(_unreadable(f"{folder}/{path.name}", exc))
-                continue
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(Problem(f"{folder}/{path.name}", 0, "", f"cannot be read ({exc})", "fix it by hand"))
-                continue
-            if data is None:
-                continue
-            if not isinstance(data, dict):
-                problems.append(Problem(f"{folder}/{path.name}", 1, "", "is not a mapping of settings",
-                                        "write `name: value` lines"))  # fmt: skip
-                continue
-            problems += check_mapping(data, f"{folder}/{path.name}", key_lines(text))
+    for path in vars_files(mesh_dir):
+        name = str(path.relative_to(mesh_dir))
+        try:
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else load(text)
+        except (yaml.YAMLError, ValueError) as exc:
+            problems.append(_unreadable(name, exc))
+            continue
+        except OSError as exc:
+            problems.append(Problem(name, 0, "", f"cannot be read ({exc})", "fix it by hand"))
+            continue
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            problems.append(Problem(name, 1, "", "is not a mapping of settings", "write `name: value` lines"))
+            continue
+        problems += check_mapping(data, name, key_lines(text) if path.suffix != ".json" else {})
     if inventory_text is not None:
         try:
             data = load(inventory_text) or {}

@@ -60,7 +60,7 @@ def list_(mesh_dir) -> None:
         return
     rows = [[p["name"], burst_op.hostlist(p), f"{p['gpus']} x {p['gpu']}", burst_op.gres(p),
              f"${float(p['max_price']):.2f}/h",
-             ",".join(p["providers"]), f"{p['idle']} s", f"{p['cpus']} / {p['memory_mb']} MiB"]
+             ",".join(p["providers"]), f"{burst_op.pool_idle(p)} s", f"{p['cpus']} / {p['memory_mb']} MiB"]
             for p in every]  # fmt: skip
     display.table("Burst pools", ["pool", "nodes", "GPUs", "gres", "max $/h", "providers", "idle", "CPUs / memory"],
                   rows)  # fmt: skip

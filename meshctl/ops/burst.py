@@ -53,6 +53,11 @@ def idle_seconds(text: str) -> int:
     return seconds
 
 
+def pool_idle(pool: dict) -> int:
+    """A pool's idle time in seconds (mesh.yml may say 600 or 10m)."""
+    return core.mesh_burst.idle_seconds(pool.get("idle")) or 0
+
+
 def hostlist(pool: dict) -> str:
     """The pool's Slurm nodes as Slurm writes them: ``h100-[1-2]``."""
     return core.mesh_burst.hostlist(pool)

@@ -16,7 +16,8 @@ def check(mesh_dir: str | None) -> tuple[list, int]:
         text = mesh.inventory.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"cannot read {mesh.inventory}: {exc}") from None
-    problems = settings.check(mesh.path, text)
+    # What every command checks first, and what a run that sends the secrets refuses (session.run).
+    problems = settings.check(mesh.path, text) + settings.secrets_problems(mesh.path)
     if problems:
         return problems, 0
     return [], len(work.reading(mesh).nodes)

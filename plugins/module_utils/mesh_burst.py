@@ -52,6 +52,25 @@ def _number(value, kind, low, high):
     return number if low <= number <= high else None
 
 
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_RE = re.compile(r"^(?:\d{1,9}[smhd])+\Z")
+
+
+def idle_seconds(value):
+    """A pool's ``idle``: seconds (600, as `meshctl burst add` writes it) or a time as --idle takes it
+    (10m, 1h30m, 600s); None when it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = re.sub(r"\s+", "", str(value).lower()) if isinstance(value, str) else ""
+    if text.isdigit():
+        return int(text)
+    if not DURATION_RE.fullmatch(text):
+        return None
+    return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
+
+
 def pool_problems(pool, providers=()):
     """What is wrong with one pool (a dict as ``burst_pools`` holds it); PROVIDERS: the names a pool
     may rent from (besides ``any``)."""
@@ -76,7 +95,8 @@ def pool_problems(pool, providers=()):
         ("idle", int, MIN_IDLE, 86400 * 7),
     )
     for key, kind, low, high in checks:
-        if _number(pool.get(key), kind, low, high) is None:
+        value = idle_seconds(pool.get(key)) if key == "idle" else pool.get(key)
+        if _number(value, kind, low, high) is None:
             problems.append(f"{label}: {key} must be a number from {low} to {high}, not {pool.get(key)!r}")
     chosen = pool.get("providers")
     if not isinstance(chosen, list) or not chosen or not all(isinstance(p, str) for p in chosen):
@@ -160,7 +180,7 @@ def slurm_lines(pools, features=(), power_prefix="meshctl_idle_", access=""):
     lines = []
     for pool in pools or []:
         kind = gres_type(pool["gpu"])
-        names = [*features, kind, FEATURE, f"{power_prefix}{int(pool['idle'])}"]
+        names = [*features, kind, FEATURE, f"{power_prefix}{idle_seconds(pool['idle'])}"]
         lines.append(f"NodeName={hostlist(pool)} State=CLOUD CPUs={int(pool['cpus'])} "
                      f"RealMemory={int(pool['memory_mb'])} Gres=gpu:{kind}:{int(pool['gpus'])} "
                      f"Feature={','.join(dict.fromkeys(names))} Weight={WEIGHT}")  # fmt: skip

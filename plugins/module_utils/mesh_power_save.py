@@ -78,7 +78,8 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
     for name, pool in sorted(members.items()):
         instance = str(((nodes or {}).get(name) or {}).get("meshctl_instance") or "")
         kind, _, instance_id = instance.partition(":")
-        plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": int(pool["idle"]),
+        idle = mesh_burst.idle_seconds(pool["idle"])
+        plan[name] = {"instance": instance, "provider": kind, "id": instance_id, "idle_stop": idle,
                       "pool": pool["name"]}  # fmt: skip
     for name, hv in sorted((nodes or {}).items()):
         if name in members:

@@ -311,6 +311,7 @@ def test_rotate_munge_key_stores_a_new_key_and_runs_on_every_active_node(mesh, f
     key.write_bytes(b"old" * 100)
     accounts = mesh.secrets / "mlflow_accounts.key"  # the MLflow account holders' passwords come from it
     accounts.write_bytes(b"a" * 64)
+    accounts.chmod(0o600)
     result = invoke(mesh, "rotate-munge-key")
     assert result.exit_code == 0, result.output
     new = key.read_bytes()

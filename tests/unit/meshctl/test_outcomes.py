@@ -194,6 +194,8 @@ def interrupt_at(point: str, proc: subprocess.Popen) -> str:
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_ctrl_c_at_any_point_is_130_interrupted_and_never_a_word_of_success(name, point, bed):
+    if name == "add-node" and point == "inside Ansible":
+        pytest.skip("add-node's run starts only after the machine answered its preflight (the e2e bed's case)")
     tmp_path, silent = bed
     mesh = make_mesh(tmp_path / "mesh", silent.port)
     before = mesh.inventory.read_bytes()
@@ -247,7 +249,19 @@ def test_a_provider_api_that_cannot_be_reached_is_exit_8_naming_the_network_neve
         "offers": ["offers", "--gpu", "H100:1"],
         "machines": ["machines"],
         "launch --gpu": ["launch", "--gpu", "H100:1", "--name", "x1", "-y"],
-        "launch lambda --type": ["launch", "lambda", "--type", "gpu_1x_a10", "--name", "x2", "-y"],
+        "launch lambda --type": [
+            "launch",
+            "lambda",
+            "--type",
+            "gpu_1x_a10",
+            "--name",
+            "x2",
+            "--region",
+            "us-east-1",
+            "--ssh-key-name",
+            "k",
+            "-y",
+        ],
         "burst add": ["burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "5"],
     }
     for case, command in cases.items():
