@@ -122,9 +122,7 @@ def main() -> None:
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:
         # click turns a KeyboardInterrupt into Abort; the Interrupted behind it says what had run.
         stopped = next((e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, Interrupted)), None)
-        stopped = stopped or interrupt.stopped(
-            "", hint="nothing is recorded as done that was not (a node being added stays pending); "
-            "run the command again to finish")  # fmt: skip
+        stopped = stopped or interrupt.stopped()
         render(stopped)
         raise SystemExit(stopped.exit_code) from None
     except click.exceptions.Exit as exc:

@@ -82,7 +82,7 @@ OUTCOMES: tuple[Outcome, ...] = (
         "interrupted",
         "interrupted: Ctrl+C or a signal (128 + its number: SIGTERM 143, SIGHUP "
         "129); the error says where tasks had run; nothing is recorded as done that was not",
-        "run the command again: it finishes what was begun",
+        "nothing is recorded as done that was not (a node being added stays pending); run the command again to finish",
     ),
 )
 

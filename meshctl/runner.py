@@ -623,8 +623,7 @@ def interrupted_run(stats: dict[str, dict[str, int]], log: Path | None) -> Inter
     done = sorted(h for h, n in stats.items() if (n.get("ok") or n.get("changed")) and not n.get("failed"))
     where = " during the Ansible run" + (f"; tasks had run on {', '.join(done)}" if done else "; no task had run")
     where += f" (its output: {log})" if log is not None else ""
-    return interrupt.stopped(where, hint="nothing is recorded as done that was not (a node being added stays "
-                             "pending); run the command again to finish")  # fmt: skip
+    return interrupt.stopped(where)  # the outcome's own fix (errors.OUTCOMES)
 
 
 def raise_for(result: RunResult, retry: str, done: str = "", head: str | None = None) -> None:
