@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import stat
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -383,6 +384,7 @@ class PriceLookup:
         self.problems: dict[str, str] = {}
         self.rows: list[MachineRow] = []  # every instance the providers listed (burst pools' among them)
         self._thread = None
+        self._started = time.monotonic()
         if configured(mesh):
             self._thread = threading.Thread(target=self._run, args=(mesh, nodes, mesh_vars), daemon=True)
             self._thread.start()
@@ -396,8 +398,10 @@ class PriceLookup:
             self.problems = {"providers": str(exc)}
 
     def result(self, timeout: float = 15) -> tuple[dict[str, float | None], dict[str, str]]:
+        """The prices, waiting at most until TIMEOUT seconds after the lookup started (the time the
+        nodes' reads took counts: an offline provider adds nothing to an offline node's wait)."""
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, self._started + timeout - time.monotonic()))
             if self._thread.is_alive():
                 return {}, {"providers": f"no answer within {timeout:.0f} s"}
         return self.prices, self.problems

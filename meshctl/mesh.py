@@ -328,7 +328,8 @@ class Mesh:
                 raw = handle.read(MAX_INVENTORY_BYTES + 1)
         except OSError as exc:
             raise InventoryError(f"cannot read {self.inventory}: {exc.strerror}") from None
-        hint = f"fix it by hand or restore the previous version from {self.inventory.name}.bak"
+        backup = self.inventory.with_name(self.inventory.name + ".bak")
+        hint = "fix it by hand" + (f" or restore the previous version from {backup.name}" if backup.is_file() else "")
         if len(raw) > MAX_INVENTORY_BYTES:
             raise InventoryError(f"{self.inventory} is over {MAX_INVENTORY_BYTES // 1024} KiB: not a mesh inventory",
                                  hint=hint)  # fmt: skip
@@ -347,7 +348,7 @@ class Mesh:
         except InventoryError as exc:
             raise InventoryError(
                 f"{self.inventory}: {exc.message}",
-                hint=exc.hint or f"fix it by hand or restore {self.inventory.name}.bak",
+                hint=exc.hint or hint,
             ) from None
         self.check_settings(text)
         return nodes, mesh_vars

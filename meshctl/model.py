@@ -140,7 +140,9 @@ class Node:
         check_name(self.name)
         check_host(self.host)
         if self.provider not in NODE_PROVIDERS:
-            raise InventoryError(f"node {self.name}: unknown provider {self.provider!r}", hint=f"use {NODE_PROVIDERS}")
+            raise InventoryError(
+                f"node {self.name}: unknown provider {self.provider!r}", hint=f"use one of {', '.join(NODE_PROVIDERS)}"
+            )
         if not self.roles or any(r not in ROLES for r in self.roles):
             raise InventoryError(f"node {self.name}: roles {self.roles} must be a subset of {list(ROLES)}")
         if self.state not in STATES:
@@ -211,6 +213,9 @@ class Node:
             return value
 
         port = hv.get("ansible_port", 22)
+        if isinstance(port, str) and port.strip().isdigit():
+            raise InventoryError(f"node {name}: ansible_port is {_show(port)}, text in quotes",
+                                 hint=f"write the number without quotes: ansible_port: {port.strip()}")  # fmt: skip
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise InventoryError(f"node {name}: ansible_port is {_show(port)}", hint="use a port from 1 to 65535")
         roles = hv.get("meshctl_roles", ["compute"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -77,7 +78,9 @@ class StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*name) are not allowed here")
+            raise yaml.MarkedYAMLError(
+                problem="YAML aliases (*name) are not allowed here", problem_mark=event.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -117,6 +120,9 @@ def _unreadable(file: str, exc: Exception) -> Problem:
                    "fix it by hand: YAML mappings of `name: value`, indented with spaces")  # fmt: skip
 
 
+INI_SECTION = re.compile(r"^\[[A-Za-z0-9_:.-]+\]\s*$", re.M)
+
+
 def load(text: str):
     """TEXT read by StrictLoader (yaml.YAMLError when it is not what a settings file may be)."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
@@ -125,6 +131,16 @@ def load(text: str):
         return yaml.load(text, Loader=StrictLoader)  # a SafeLoader
     except RecursionError:
         raise yaml.YAMLError("nested too deep") from None
+    except yaml.YAMLError:
+        section = INI_SECTION.search(text)
+        if section:  # an INI inventory (`[all]`, `host ansible_host=...`): YAML is read here
+            line = text.count("\n", 0, section.start())
+            raise yaml.MarkedYAMLError(
+                problem="an INI inventory, not YAML: meshctl's files are YAML (`meshctl init DIR --from-inventory "
+                "hosts.ini` imports an INI inventory)",
+                problem_mark=yaml.Mark("", section.start(), line, 0, None, None),
+            ) from None
+        raise
 
 
 @dataclass(frozen=True)

@@ -23,4 +23,4 @@ def command(mesh_dir) -> None:
     if problems:
         raise InventoryError(f"{len(problems)} problem(s) in the mesh's settings (listed above)",
                              hint="fix each, then run `meshctl check` again")  # fmt: skip
-    display.echo(f"mesh.yml and the settings are sound ({nodes} nodes)")
+    display.echo(f"mesh.yml and the settings are sound ({nodes} node{'' if nodes == 1 else 's'})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from dataclasses import asdict
 
 import click
@@ -31,7 +32,9 @@ def command(as_json, mesh_dir, verbosity) -> None:
     not be reached, 5 when one answered but could not be measured.
     """
     w = work.reading(mesh_dir)
-    progress = runner.Progress(out=io.StringIO(), live=False) if as_json else runner.Progress()
+    # Its tasks are its own business: shown with -v (or live on a terminal), never as plain lines.
+    quiet = as_json or (not verbosity and not sys.stdout.isatty())
+    progress = runner.Progress(out=io.StringIO(), live=False) if quiet else runner.Progress()
     links, allreduce, problems = doctor_lib.doctor(w, progress, verbosity)
     if as_json:
         display.echo(json.dumps({"links": [asdict(link) for link in links], "allreduce": asdict(allreduce),

@@ -229,8 +229,9 @@ def pools(mesh_vars: dict, rows: list[NodeStatus]) -> list[dict]:
             for p in burst.pools(mesh_vars)]  # fmt: skip
 
 
-# Seconds status waits for the providers' prices once the nodes are read (they are asked meanwhile):
-# offline, or with a provider slow to answer, the table comes at once with `?` for the price.
+# Seconds from status's start it waits for the providers' prices (they are asked while the nodes are
+# read): offline, or with a provider slow to answer, the table comes with `?` for the price, and an
+# offline provider adds nothing to an offline node's wait.
 PRICE_WAIT = 1.0
 
 

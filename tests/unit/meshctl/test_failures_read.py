@@ -53,8 +53,8 @@ def unread(source: str, name: str = "<source>") -> list[str]:
                 target = statement.targets[0] if isinstance(statement, ast.Assign) else statement.optional_vars
                 if not (isinstance(value, ast.Call) and _is_process_call(value)) or _checked(value) or marked(value):
                     continue
-                if isinstance(target, ast.Name) and target.id not in handed and f"{target.id}.returncode" not in text and \
-                        f"{target.id}.wait()" not in text and f"{target.id}.poll()" not in text:  # fmt: skip
+                read = (f"{target.id}.returncode", f"{target.id}.wait()", f"{target.id}.poll()")
+                if isinstance(target, ast.Name) and target.id not in handed and not any(r in text for r in read):
                     found.append(f"{name}:{value.lineno} {target.id}'s exit status never read")
     return found
 

@@ -77,7 +77,7 @@ def test_commands_refuse_before_running_anything_and_check_lists_every_problem(m
     write(mesh, "slurm_accounting: true\n")
     write(mesh, "tailscale_tags: [tag:gpu]\n", "gpu.yml")
     sound = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
-    assert sound.exit_code == 0 and "mesh.yml and the settings are sound (1 nodes)" in sound.output
+    assert sound.exit_code == 0 and "mesh.yml and the settings are sound (1 node)" in sound.output
 
 
 BOMB = "a: &a ['x','x','x','x','x','x','x','x','x']\n" + "".join(
@@ -121,7 +121,7 @@ def test_ansibles_own_vault_and_unsafe_tags_are_read_as_text(mesh):
     ("text", "line", "said"),
     [
         ("all:\n\thosts: {}\n", 2, "(YAML indents with spaces, never tabs)"),
-        ("[head]\nlocalhost\n", 2, "expected '<document start>'"),
+        ("[head]\nlocalhost\n", 1, "an INI inventory, not YAML"),
         ("all: [\n", 2, "line 2, column 1"),
     ],
     ids=["a tab", "INI form", "an unclosed ["],
