@@ -175,9 +175,15 @@ class Preflight:
 
 
 def run(
-    argv: list[str], user: str, host: str, port: int, known_hosts: Path | None = None, provider: str | None = None
+    argv: list[str],
+    user: str,
+    host: str,
+    port: int,
+    known_hosts: Path | None = None,
+    provider: str | None = None,
+    timeout: int = ssh.CONNECT_TIMEOUT,
 ) -> Preflight:
-    result = ssh.run(argv, "/bin/sh -s", stdin=probe_script(), timeout=ssh.CONNECT_TIMEOUT + 30)
+    result = ssh.run(argv, "/bin/sh -s", stdin=probe_script(), timeout=timeout + 30)
     if result.rc == 255:
         error = ssh.explain_failure(result.stderr, user, host, port, known_hosts)
         return Preflight(False, [], {}, error, answered=not ssh.not_answered(result.stderr))

@@ -23,10 +23,12 @@ from meshctl.options import (
 @ssh_key_option
 @mesh_address_option
 @click.option("--dry-run", is_flag=True, help="Preflight and Ansible check mode with diff; change nothing.")
+@click.option("--timeout", type=click.IntRange(1, 300), default=add.CONNECT_TIMEOUT, show_default=True,
+              help="Seconds SSH waits for each machine to answer (raise it for slow links).")  # fmt: skip
 @mesh_option
 @wait_option
 @verbose_option
-def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, verbosity) -> None:
+def command(targets, name, provider, ssh_key, address, dry_run, timeout, mesh_dir, wait, verbosity) -> None:
     """Check machines over SSH, configure them and the head in one run, and mark them active.
 
     Each TARGET is an SSH address, or PROVIDER:NAME for an instance of a provider the mesh has an
@@ -36,7 +38,7 @@ def command(targets, name, provider, ssh_key, address, dry_run, mesh_dir, wait, 
     """
     with work.changing(mesh_dir, f"add-node {' '.join(targets)}", wait) as w:
         plans = add.plan_adds(w, targets, name, provider, ssh_key, address,
-                              on_plan=lambda plan: display.preflight_table(plan.report))  # fmt: skip
+                              on_plan=lambda plan: display.preflight_table(plan.report), timeout=timeout)  # fmt: skip
         for plan in plans:
             what = "checking (dry run)" if dry_run else ("resuming" if plan.resumed else "adding")
             kind = f", {plan.cloud.title()} Cloud" if plan.cloud else ""

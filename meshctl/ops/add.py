@@ -3,14 +3,16 @@ then the new nodes and the head converged in one run, and no other node contacte
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from meshctl import cloud, runner, tailnet
-from meshctl.errors import UsageError
+from meshctl.errors import MeshctlError, PartialError, UsageError, unreachable
 from meshctl.model import Node, check_name, head_of, parse_target
 from meshctl.ops.joining import PreflightReport, mesh_address_for, require_passed, run_preflight, sanitize_name
 from meshctl.ops.work import Work
+from meshctl.ssh import CONNECT_TIMEOUT
 
 THIRD_PARTY_HOST = cloud.THIRD_PARTY_HOST  # said before a Community Cloud pod is added (meshctl/cloud.py)
 
@@ -24,7 +26,13 @@ class AddPlan:
 
 
 def plan_add(
-    w: Work, target_text: str, name: str | None, provider: str | None, ssh_key: str | None, address: str | None
+    w: Work,
+    target_text: str,
+    name: str | None,
+    provider: str | None,
+    ssh_key: str | None,
+    address: str | None,
+    timeout: int = CONNECT_TIMEOUT,
 ) -> AddPlan:
     """Validate everything about a new node before touching anything; raise on any problem.
 
@@ -58,7 +66,7 @@ def plan_add(
         clash = next((n for n in nodes if n.name == name), None)
         if clash is not None and not (clash.state == "pending" and clash.host == target.host):
             raise UsageError(f"a node named {name} is already in the mesh ({clash.state})", hint="pick another --name")
-    report = run_preflight(mesh, target, ssh_key, provider)
+    report = run_preflight(mesh, target, ssh_key, provider, timeout)
     require_passed(report)
     chosen = name or sanitize_name(report.result.facts.get("hostname", ""))
     if not chosen:
@@ -94,6 +102,7 @@ def plan_adds(
     ssh_key: str | None,
     address: str | None,
     on_plan=None,
+    timeout: int = CONNECT_TIMEOUT,
 ) -> list[AddPlan]:
     """``plan_add`` for each of TARGETS, all of them before anything is written; raise on any problem.
 
@@ -110,9 +119,20 @@ def plan_adds(
             f"{option} names one machine, and {len(targets)} were given",
             hint=f"leave {option} out (each node is named by its hostname) or add the machines one by one",
         )
+    # Every machine's preflight at once: each problem of each is said, not the first one's only.
+    with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
+        futures = [pool.submit(plan_add, w, target, name, provider, ssh_key, address, timeout) for target in targets]
+    outcomes: list[AddPlan | MeshctlError] = []
+    for future in futures:
+        try:
+            outcomes.append(future.result())
+        except MeshctlError as exc:
+            outcomes.append(exc)
+    refused = [(t, o) for t, o in zip(targets, outcomes, strict=True) if isinstance(o, MeshctlError)]
+    if refused:
+        raise _refused_together(refused, len(targets))
     plans: list[AddPlan] = []
-    for target in targets:
-        plan = plan_add(w, target, name, provider, ssh_key, address)
+    for plan in outcomes:
         for earlier in plans:
             if (earlier.node.host, earlier.node.port) == (plan.node.host, plan.node.port):
                 raise UsageError(f"{plan.node.host}:{plan.node.port} is given twice", hint="name each machine once")
@@ -125,6 +145,24 @@ def plan_adds(
             on_plan(plan)
         plans.append(plan)
     return plans
+
+
+def _refused_together(refused: list[tuple[str, MeshctlError]], count: int) -> MeshctlError:
+    """One outcome for the machines add-node cannot take: the unreachable ones together (exit 7),
+    else the first refusal, naming every other one too; nothing was recorded or changed."""
+    if len(refused) == 1:
+        return refused[0][1]
+    lost = [exc for _t, exc in refused if isinstance(exc, PartialError)]
+    if len(lost) == len(refused):
+        rows = {k: v for exc in lost for k, v in exc.unreachable.items()}
+        todos = {k: exc.todo_for(k) for exc in lost for k in exc.unreachable}
+        return unreachable(f"nothing was changed; {len(refused)} of {count} machines cannot be added", rows,
+                           runner.again(), todos=todos)  # fmt: skip
+    first = next(exc for _t, exc in refused if not isinstance(exc, PartialError))
+    others = "; ".join(f"{t}: {exc.message}" for t, exc in refused if exc is not first)
+    first.message = f"{first.message} (and {len(refused) - 1} more of the {count} machines: {others})"
+    first.args = (first.message,)
+    return first
 
 
 def add_node(w: Work, plans, progress, dry_run=False, verbosity=0):

@@ -49,9 +49,12 @@ class PreflightReport:
     name: str | None = None
 
 
-def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str | None) -> PreflightReport:
-    argv = ssh.ssh_argv(target.host, target.user, target.port, ssh_key, mesh.known_hosts)
-    result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts, provider=provider)
+def run_preflight(mesh: Mesh, target: Target, ssh_key: str | None, provider: str | None,
+                  timeout: int = ssh.CONNECT_TIMEOUT) -> PreflightReport:  # fmt: skip
+    """TARGET's preflight over SSH (TIMEOUT: seconds SSH waits for it to answer)."""
+    argv = ssh.ssh_argv(target.host, target.user, target.port, ssh_key, mesh.known_hosts, timeout=timeout)
+    result = preflight.run(argv, target.user, target.host, target.port, mesh.known_hosts, provider=provider,
+                           timeout=timeout)  # fmt: skip
     if not result.reachable:
         what, fix = result.error
         if not result.answered:  # one outcome for a machine that does not answer, in every command (exit 7)

@@ -317,3 +317,19 @@ def test_status_of_two_unreachable_nodes_is_exit_7_and_says_its_seconds(answer, 
     print(f"status --timeout 1, two unreachable nodes ({answer}): {time.monotonic() - start:.2f} s")
     assert done.returncode == 7, done.stdout + done.stderr
     assert "2 node(s) could not be reached: head1, gpu1" in done.stderr
+
+
+def test_add_node_of_machines_that_do_not_answer_names_every_one_within_its_timeout(bed):
+    """Each machine's preflight at once, every one that did not answer named (not the first only),
+    SSH's wait set by --timeout; nothing recorded."""
+    tmp_path, silent = bed
+    mesh = make_mesh(tmp_path / "mesh", closed_port())
+    before = mesh.inventory.read_bytes()
+    targets = [f"root@127.0.0.2:{closed_port()}", f"root@127.0.0.3:{silent.port}"]
+    start = time.monotonic()
+    done = run_outcome(["add-node", *targets, "--timeout", "2"], mesh, 0, tmp_path)
+    print(f"add-node of two machines that do not answer, --timeout 2: {time.monotonic() - start:.2f} s")
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert "2 of 2 machines cannot be added" in done.stderr and "refused the connection" in done.stdout
+    assert all(t.split("@")[1].split(":")[0] in done.stderr for t in targets), done.stderr
+    assert mesh.inventory.read_bytes() == before
