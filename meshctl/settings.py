@@ -354,7 +354,12 @@ def _max_spend(value, _scope) -> list[str]:
 
 # A setting with a check of its own in a role or in meshctl: the same plain function, here first.
 VALUE_CHECKS = {
-    "burst_pools": (_pools, "`meshctl burst add` writes each pool; `meshctl burst remove NAME` takes one out"),
+    # A broken pool keeps every command from loading the mesh (`burst remove` too): the fix is by hand.
+    "burst_pools": (
+        _pools,
+        "correct the pool in mesh.yml's burst_pools as said, or delete its entry there "
+        "(`meshctl burst add` writes a pool right)",
+    ),
     "burst_max_spend": (_max_spend, "write dollars an hour, e.g. burst_max_spend: 10"),
     "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
     "idle_terminate": (_boolean, "write true (terminate the instance when idle) or false, unquoted"),

@@ -40,12 +40,14 @@ from meshctl.options import mesh_address_option, provider_option, quiet_verbose_
               help="Keep secrets/ encrypted with Ansible Vault, with the password in this file (0600).")  # fmt: skip
 @click.option("--vault-id", metavar="LABEL@SOURCE",
               help="Same, with an existing vault id (SOURCE: a password file or client script).")  # fmt: skip
+@click.option("--mesh", "mesh_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="The mesh's folder, as every other command names it (the same as DIRECTORY).")  # fmt: skip
 def command(directory, head, inventory_file, head_group, compute_group, name, ssh_key, provider, address,
-            authkey_file, tags, login_server, vault_password_file, vault_id) -> None:  # fmt: skip
+            authkey_file, tags, login_server, vault_password_file, vault_id, mesh_dir) -> None:  # fmt: skip
     """Create a mesh directory: mesh.yml, group_vars/, secrets/ (0700) and a .gitignore.
 
     DIRECTORY: the mesh's folder (default: `meshctl --mesh DIR init`'s DIR, else this folder)."""
-    given = (click.get_current_context().find_root().obj or {}).get("mesh_dir")
+    given = mesh_dir or (click.get_current_context().find_root().obj or {}).get("mesh_dir")
     if directory and given and Path(directory).resolve() != Path(given).resolve():
         raise click.UsageError(f"--mesh {given} and DIRECTORY {directory} name two folders: give one")
     directory = directory or given or "."
