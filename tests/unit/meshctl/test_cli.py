@@ -540,7 +540,7 @@ def test_the_readmes_claims_about_shared_options_are_true_for_every_command():
     assert {n for n in public if "-v" not in options(n)} == set()  # -v is never refused
     assert {n for n in public if passes_verbosity(n)} == claimed("The commands that run Ansible pass `-v` on")
     assert {n for n in public if "--wait" in options(n)} == claimed("The commands that change the mesh take `--wait")
-    assert {n for n in public if "--mesh" not in options(n)} == {"init", "render-node"}
+    assert {n for n in public if "--mesh" not in options(n)} == {"render-node"}
 
 
 def test_v_and_mesh_are_taken_before_the_command_as_after_it(mesh, fake_runner):
