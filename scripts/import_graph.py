@@ -33,14 +33,14 @@ LAYERS = (
                           "meshctl.tailnet",
                           "meshctl.preflight", "meshctl.hostkeys", "meshctl.ssh")),
     ("model", ("meshctl.model", "meshctl.settings", "meshctl.slurm", "meshctl.hardware", "meshctl.health")),
-    ("foundation", ("meshctl", "meshctl.display")),
+    ("foundation", ("meshctl", "meshctl.display", "meshctl.progress")),
     ("shared core", ("meshctl.core",)),
     ("base", ("meshctl.errors", "meshctl.interrupt", "meshctl.resources")),
 )  # fmt: skip
 # What a command (meshctl.commands.*) may import: it parses, calls its operation, prints. The
 # store, the providers, the model and the Ansible session are the operations' (meshctl.ops.work is
 # their one way to the store); the Ansible runner's Progress is the reporter a command supplies.
-COMMAND_IMPORTS = ("meshctl", "meshctl.display", "meshctl.errors", "meshctl.options", "meshctl.completion",
+COMMAND_IMPORTS = ("meshctl", "meshctl.display", "meshctl.progress", "meshctl.errors", "meshctl.options", "meshctl.completion",
                    "meshctl.runner", "meshctl.ops", "meshctl.ops.*")  # fmt: skip
 COMMANDS = "meshctl.commands.*"
 # The one module that imports the collection's Python (the shared core, plugins/); nothing else in

@@ -24,6 +24,7 @@ def command(name, duration, mesh_dir, wait, verbosity) -> None:
     only, and only when its power plan changes: Slurm's power saving lives there.
     """
     autostop_op.seconds_of(duration)  # a bad duration is refused before the mesh is looked for
-    done = autostop_op.autostop(work.find(mesh_dir), name, duration, wait=wait, verbosity=verbosity)
+    with work.changing(mesh_dir, f"autostop {name} {duration}", wait) as w:
+        done = autostop_op.autostop(w, name, duration, verbosity=verbosity)
     said = f"stopped after {duration} idle ({done.seconds} s)" if done.seconds else "never stopped when idle"
     display.echo(f"{name}: {said}" + ("" if done.converged else " (the head's power plan was already so: nothing run)"))

@@ -37,13 +37,10 @@ def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_
     other node and in a partition NAME. A job for them rents the cheapest offer within --max-price
     (and burst_max_spend); idle for --idle, the machine is terminated. Converges the head only."""
     seconds = burst_op.idle_seconds(idle)
-    mesh = work.find(mesh_dir)
-
-    def record_of(_nodes, mesh_vars):
-        return burst_op.pool_record(mesh, mesh_vars, name, gpu, max_nodes, max_price, list(providers), seconds, cpus,
-                                    memory_gb, display.echo)  # fmt: skip
-
-    record = burst_op.add_pool(mesh, record_of, wait=wait, verbosity=verbosity)
+    with work.changing(mesh_dir, "burst add", wait) as w:
+        record = burst_op.pool_record(w.mesh, w.mesh_vars, name, gpu, max_nodes, max_price, list(providers), seconds,
+                                      cpus, memory_gb, display.echo)  # fmt: skip
+        burst_op.add_pool(w, record, verbosity=verbosity)
     display.echo(f"pool {name}: Slurm nodes {burst_op.hostlist(record)} (partition {name}), each {record['gpus']} x "
                  f"{record['gpu']} (--gres={burst_op.gres(record)}) at most "
                  f"${record['max_price']:.2f}/h, terminated after {idle} idle")  # fmt: skip
@@ -54,7 +51,7 @@ def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_
 @mesh_option
 def list_(mesh_dir) -> None:
     """The pools, their nodes and limits."""
-    every, limit = burst_op.listing(mesh_dir)
+    every, limit = burst_op.listing(work.reading(mesh_dir))
     if not every:
         display.echo("no burst pool: `meshctl burst add NAME --gpu H100:1 --max-nodes 2 --max-price 3`")
         return
@@ -75,5 +72,6 @@ def list_(mesh_dir) -> None:
 @verbose_option
 def remove(name, mesh_dir, wait, verbosity) -> None:
     """Take pool NAME out: the machines it holds are terminated (their jobs end), its nodes leave Slurm."""
-    done = burst_op.remove_pool(work.find(mesh_dir), name, display.echo, wait=wait, verbosity=verbosity)
+    with work.changing(mesh_dir, f"burst remove {name}", wait) as w:
+        done = burst_op.remove_pool(w, name, display.echo, verbosity=verbosity)
     display.echo(f"pool {name}: removed" + (f"; terminated {', '.join(done)}" if done else "; it held no machine"))

@@ -7,6 +7,7 @@ import click
 from meshctl import display
 from meshctl.errors import InventoryError
 from meshctl.ops import check as check_op
+from meshctl.ops import work
 from meshctl.options import mesh_option, quiet_verbose_option
 
 
@@ -17,7 +18,7 @@ def command(mesh_dir) -> None:
     """Check mesh.yml and every setting in group_vars/, host_vars/ and mesh.yml (names, types, idle
     times) as every command does first, and list every problem with its file and line. Exit 3 when
     there is one."""
-    problems, nodes = check_op.check(mesh_dir)
+    problems, nodes = check_op.check(work.find(mesh_dir))
     for problem in problems:
         display.echo(f"{problem}: {problem.hint}")
     if problems:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import completion, display
-from meshctl.ops import forget_host_key
+from meshctl.ops import forget_host_key, work
 from meshctl.options import mesh_option, quiet_verbose_option, wait_option
 
 
@@ -20,7 +20,8 @@ def command(name, mesh_dir, wait) -> None:
     For a machine that was re-rented or rebuilt at the same address: meshctl refuses a changed key
     until this is run. Only the mesh's own known_hosts changes.
     """
-    node, gone = forget_host_key.forget(mesh_dir, name, wait)
+    with work.changing(mesh_dir, f"forget-host-key {name}", wait) as w:
+        node, gone = forget_host_key.forget(w, name)
     if not gone:
         display.echo(f"no host key was recorded for {name} ({node.host}:{node.port}); nothing to forget")
         return

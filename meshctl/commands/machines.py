@@ -8,7 +8,7 @@ import json
 import click
 
 from meshctl import display
-from meshctl.ops import accounts
+from meshctl.ops import accounts, work
 from meshctl.ops import machines as machines_op
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
@@ -20,7 +20,7 @@ from meshctl.options import json_option, mesh_option, quiet_verbose_option
 @mesh_option
 def command(provider, as_json, mesh_dir) -> None:
     """Instances at the providers: status, SSH address, GPUs, $/h, and the mesh node each is."""
-    found = machines_op.machines(mesh_dir, provider)
+    found = machines_op.machines(work.reading(mesh_dir), provider)
     rows, problems, total, forgotten = found.rows, found.problems, found.total, found.forgotten
     if as_json:
         machines = [{**dataclasses.asdict(r), "stopped_bills": found.stopped_bills(r)} for r in rows]

@@ -8,7 +8,7 @@ import json
 import click
 
 from meshctl import display
-from meshctl.ops import accounts
+from meshctl.ops import accounts, work
 from meshctl.ops import machines as machines_op
 from meshctl.options import json_option, mesh_option, quiet_verbose_option
 
@@ -27,7 +27,7 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
     availability, Secure and Community Cloud apart (a pod of N GPUs costs N times one). `meshctl launch
     --gpu TYPE:N` rents the cheapest available one.
     """
-    found = machines_op.offers(mesh_dir, gpu, provider)
+    found = machines_op.offers(work.reading(mesh_dir), gpu, provider)
     rows, problems, silent = found.rows, found.problems, found.silent
     shown = rows if show_all else [r for r in rows if r.available]
     if as_json:

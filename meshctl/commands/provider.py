@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from meshctl import display
-from meshctl.ops import accounts
+from meshctl.ops import accounts, work
 from meshctl.options import group_mesh_option, mesh_option, quiet_verbose_option, wait_option
 
 
@@ -25,7 +25,9 @@ def command() -> None:
 @wait_option
 def add(provider, key_file, no_check, mesh_dir, wait) -> None:
     """Store PROVIDER's API key (0600, vault-encrypted when the mesh has a vault) once the provider accepts it."""
-    count = accounts.add(mesh_dir, provider, key_file, check=not no_check, wait=wait)
+    key = accounts.read_key(key_file)
+    with work.changing(mesh_dir, f"provider add {provider}", wait) as w:
+        count = accounts.add(w, provider, key, check=not no_check)
     said = "stored without a check" if no_check else f"the key works ({count} instances)"
     display.echo(f"{provider}: {said}; `meshctl machines` lists them")
 
@@ -35,7 +37,7 @@ def add(provider, key_file, no_check, mesh_dir, wait) -> None:
 @mesh_option
 def list_(mesh_dir) -> None:
     """The providers the mesh has a key for."""
-    rows = [[p, str(path)] for p, path in accounts.listed(mesh_dir)]
+    rows = [[p, str(path)] for p, path in accounts.listed(work.reading(mesh_dir))]
     if not rows:
         display.echo(f"no provider accounts: {accounts.ADD_ACCOUNT}")
         return
@@ -49,5 +51,6 @@ def list_(mesh_dir) -> None:
 @wait_option
 def remove(provider, mesh_dir, wait) -> None:
     """Delete PROVIDER's stored key (its instances keep running: `meshctl machines` first)."""
-    accounts.remove(mesh_dir, provider, wait=wait)
+    with work.changing(mesh_dir, f"provider remove {provider}", wait) as w:
+        accounts.remove(w, provider)
     display.echo(f"{provider}: key removed")

@@ -7,7 +7,7 @@ import sys
 import click
 
 from meshctl import display, runner
-from meshctl.ops import rotate_authkey
+from meshctl.ops import rotate_authkey, work
 from meshctl.options import mesh_option, verbose_option, wait_option
 
 
@@ -33,8 +33,9 @@ def command(key_file, stored, force, mesh_dir, wait, verbosity) -> None:
     asker = None
     if not stored and sys.stdin.isatty():
         asker = lambda: click.prompt("New Tailscale auth key", hide_input=True)  # noqa: E731
-    rows = rotate_authkey.rotate_key(mesh_dir, key_file, stored, asker, runner.Progress(), force=force,
-                                     verbosity=verbosity, wait=wait, say=display.echo)  # fmt: skip
+    with work.changing(mesh_dir, "rotate-authkey", wait) as w:
+        rows = rotate_authkey.rotate_key(w, key_file, stored, asker, runner.Progress(), force=force,
+                                         verbosity=verbosity, say=display.echo)  # fmt: skip
     display.table(
         "Auth key rotation",
         ["node", "before", "after", "action", "result"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from meshctl import cloud
-from meshctl.ops import work
+from meshctl.ops.work import Work
 
 PROVIDERS = cloud.PROVIDERS  # the providers meshctl rents from
 CLOUDS = cloud.CLOUDS  # the clouds a provider's offers come from (Runpod: SECURE, COMMUNITY)
@@ -15,23 +15,22 @@ ADD_ACCOUNT = cloud.ADD_ACCOUNT  # what to run when the mesh has no account
 THIRD_PARTY_HOST = cloud.THIRD_PARTY_HOST  # said of a machine on a host a third party runs
 
 
-def add(mesh_dir: str | None, provider: str, key_file: str, check: bool = True, wait: float = 0.0) -> int:
-    """Store PROVIDER's key read from KEY_FILE (``-``: standard input) once the provider accepts it
-    (unless not CHECK); returns how many instances the account has (0 unchecked)."""
-    mesh = work.find(mesh_dir)
-    key = cloud.read_key_file(key_file)
-    with work.changing(mesh, f"provider add {provider}", wait) as w:
-        return cloud.add_account(w.mesh, w.mesh_vars, provider, key, check=check)
+def read_key(key_file: str) -> str:
+    """The API key in KEY_FILE (``-``: standard input), checked: read before the mesh is locked."""
+    return cloud.read_key_file(key_file)
 
 
-def listed(mesh_dir: str | None) -> list[tuple[str, Path]]:
+def add(w: Work, provider: str, key: str, check: bool = True) -> int:
+    """Store PROVIDER's KEY once the provider accepts it (unless not CHECK); returns how many
+    instances the account has (0 unchecked)."""
+    return cloud.add_account(w.mesh, w.mesh_vars, provider, key, check=check)
+
+
+def listed(w: Work) -> list[tuple[str, Path]]:
     """(provider, its key file) for each account the mesh has."""
-    mesh = work.find(mesh_dir)
-    return [(p, cloud.key_path(mesh, p)) for p in cloud.configured(mesh)]
+    return [(p, cloud.key_path(w.mesh, p)) for p in cloud.configured(w.mesh)]
 
 
-def remove(mesh_dir: str | None, provider: str, wait: float = 0.0) -> None:
+def remove(w: Work, provider: str) -> None:
     """Delete PROVIDER's stored key (its instances keep running)."""
-    mesh = work.find(mesh_dir)
-    with work.locked(mesh, f"provider remove {provider}", wait):
-        cloud.remove_account(mesh, provider)
+    cloud.remove_account(w.mesh, provider)

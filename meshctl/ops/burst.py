@@ -68,9 +68,8 @@ def gres(pool: dict) -> str:
     return f"gpu:{core.mesh_burst.gres_type(pool['gpu'])}:{pool['gpus']}"
 
 
-def listing(mesh_dir: str | None) -> tuple[list[dict], float | None]:
+def listing(w: work.Work) -> tuple[list[dict], float | None]:
     """The mesh's pools, and its burst_max_spend ($/h; None when not set)."""
-    w = work.reading(mesh_dir)
     return pooled.pools(w.mesh_vars), pooled.limit_of(w.mesh, w.mesh_vars)
 
 
@@ -320,21 +319,18 @@ def converge_head(w: work.Work, verbosity: int = 0) -> None:
     apply.apply(w, runner.Progress(), head_of(w.nodes).name, verbosity=verbosity)
 
 
-def add_pool(mesh: Mesh, record_of: Callable[[list[Node], dict], dict], wait: float = 0.0, verbosity: int = 0,
-             converge=converge_head) -> dict:  # fmt: skip
-    """The pool RECORD_OF(nodes, mesh_vars) makes added to mesh.yml and the head converged; a converge
-    that fails leaves mesh.yml as it was."""
-    with work.changing(mesh, "burst add", wait) as w:
-        record = record_of(w.nodes, w.mesh_vars)
-        before = w.mesh_vars.get("burst_pools")
-        w.mesh_vars["burst_pools"] = [*pooled.pools(w.mesh_vars), record]
+def add_pool(w: work.Work, record: dict, verbosity: int = 0, converge=converge_head) -> dict:
+    """The pool RECORD (``pool_record``'s) added to mesh.yml and the head converged; a converge that
+    fails (or is interrupted) leaves mesh.yml as it was."""
+    before = w.mesh_vars.get("burst_pools")
+    w.mesh_vars["burst_pools"] = [*pooled.pools(w.mesh_vars), record]
+    w.save()
+    try:
+        converge(w, verbosity)
+    except BaseException:
+        _put_back(w.mesh_vars, before)
         w.save()
-        try:
-            converge(w, verbosity)
-        except BaseException:
-            _put_back(w.mesh_vars, before)
-            w.save()
-            raise
+        raise
     return record
 
 
@@ -345,37 +341,36 @@ def _put_back(mesh_vars: dict, before) -> None:
         mesh_vars["burst_pools"] = before
 
 
-def remove_pool(mesh: Mesh, name: str, say: Callable[[str], None], wait: float = 0.0, verbosity: int = 0,
+def remove_pool(w: work.Work, name: str, say: Callable[[str], None], verbosity: int = 0,
                 converge=converge_head) -> list[str]:  # fmt: skip
     """Pool NAME out: every machine it holds terminated (their jobs end), its nodes out of mesh.yml
     and of Slurm (the head converged). Returns the machines terminated."""
-    with work.changing(mesh, f"burst remove {name}", wait) as w:
-        nodes, mesh_vars = w.nodes, w.mesh_vars
-        every = pooled.pools(mesh_vars)
-        pool = next((p for p in every if p["name"] == name), None)
-        if pool is None:
-            known = ", ".join(p["name"] for p in every) or "none"
-            raise UsageError(f"no burst pool named {name} (pools: {known})", hint="`meshctl burst list` shows them")
-        members = set(core.mesh_burst.node_names(pool))
-        done = []
-        for node in sorted(members):
-            done += pooled.terminate_named(mesh, mesh_vars, node, say)
-        kept = [n for n in nodes if n.name not in members]
-        for node in (n for n in nodes if n.name in members):
-            hostkeys.forget(mesh.known_hosts, node.host, node.port)
-        mesh_vars["burst_pools"] = [p for p in every if p["name"] != name]
-        if not mesh_vars["burst_pools"]:
-            mesh_vars.pop("burst_pools")
-        w.save(kept)
-        try:
-            converge(w, verbosity)
-        except MeshctlError as exc:  # the pool is out of mesh.yml: its retry is the head's converge
-            head = next(n.name for n in kept if "head" in n.roles)
-            exc.hint = (f"pool {name} is out of mesh.yml and its machines are given back; the head still lists "
-                        f"its nodes until `meshctl apply --limit {head}` converges it")  # fmt: skip
-            if isinstance(exc, PartialError):
-                exc.todo = f"start it, then `meshctl apply --limit {head}`"
-            raise
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
+    every = pooled.pools(mesh_vars)
+    pool = next((p for p in every if p["name"] == name), None)
+    if pool is None:
+        known = ", ".join(p["name"] for p in every) or "none"
+        raise UsageError(f"no burst pool named {name} (pools: {known})", hint="`meshctl burst list` shows them")
+    members = set(core.mesh_burst.node_names(pool))
+    done = []
+    for node in sorted(members):
+        done += pooled.terminate_named(mesh, mesh_vars, node, say)
+    kept = [n for n in nodes if n.name not in members]
+    for node in (n for n in nodes if n.name in members):
+        hostkeys.forget(mesh.known_hosts, node.host, node.port)
+    mesh_vars["burst_pools"] = [p for p in every if p["name"] != name]
+    if not mesh_vars["burst_pools"]:
+        mesh_vars.pop("burst_pools")
+    w.save(kept)
+    try:
+        converge(w, verbosity)
+    except MeshctlError as exc:  # the pool is out of mesh.yml: its retry is the head's converge
+        head = next(n.name for n in kept if "head" in n.roles)
+        exc.hint = (f"pool {name} is out of mesh.yml and its machines are given back; the head still lists "
+                    f"its nodes until `meshctl apply --limit {head}` converges it")  # fmt: skip
+        if isinstance(exc, PartialError):
+            exc.todo = f"start it, then `meshctl apply --limit {head}`"
+        raise
     return done
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from meshctl import settings
 from meshctl.errors import InventoryError
+from meshctl.mesh import Mesh
 from meshctl.ops import work
 
 
-def check(mesh_dir: str | None) -> tuple[list, int]:
+def check(mesh: Mesh) -> tuple[list, int]:
     """(every problem of the settings, each with its ``hint``; the number of nodes when there is none:
-    mesh.yml's own checks, names, addresses, heads and idle times, passed too)."""
-    mesh = work.find(mesh_dir)
+    mesh.yml's own checks, names, addresses, heads and idle times, passed too).
+
+    The one operation that takes the mesh's folder rather than its unit of work: it reads the files
+    as they are, before (and instead of) the load that refuses them."""
     try:
         text = mesh.inventory.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

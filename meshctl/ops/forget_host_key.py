@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from meshctl import hostkeys
 from meshctl.model import Node, node_named
-from meshctl.ops import work
+from meshctl.ops.work import Work
 
 
-def forget(mesh_dir: str | None, name: str, wait: float = 0.0) -> tuple[Node, list]:
+def forget(w: Work, name: str) -> tuple[Node, list]:
     """(NAME's node, the keys forgotten: [] when none was recorded)."""
-    with work.changing(mesh_dir, f"forget-host-key {name}", wait) as w:
-        node = node_named(w.nodes, name)
-        return node, hostkeys.forget(w.mesh.known_hosts, node.host, node.port)
+    node = node_named(w.nodes, name)
+    return node, hostkeys.forget(w.mesh.known_hosts, node.host, node.port)

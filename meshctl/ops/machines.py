@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from meshctl import burst, cloud
-from meshctl.ops import work
+from meshctl.ops.work import Work
 
 
 @dataclass
@@ -26,9 +26,8 @@ class Machines:
         cloud.raise_for_problems(self.problems, len(self.asked) - len(self.problems), "machines")
 
 
-def machines(mesh_dir: str | None, provider: str | None = None) -> Machines:
+def machines(w: Work, provider: str | None = None) -> Machines:
     """Every instance of every configured provider (or PROVIDER's), the node each is, and the cost."""
-    w = work.reading(mesh_dir)
     rows, problems = cloud.machines(w.mesh, w.nodes, w.mesh_vars, provider)
     rows = burst.pool_machines(rows, w.mesh_vars)  # a burst pool's machine is its node's, though not in mesh.yml
     total, forgotten = cloud.costing(rows)
@@ -48,9 +47,8 @@ class Offers:
         cloud.raise_for_problems(self.problems, len(self.asked) - len(self.problems), "offers")
 
 
-def offers(mesh_dir: str | None, gpu: str | None = None, provider: str | None = None) -> Offers:
+def offers(w: Work, gpu: str | None = None, provider: str | None = None) -> Offers:
     """What the configured providers (or PROVIDER) rent now, of GPU (``H100``, ``H100:8``) when named."""
-    w = work.reading(mesh_dir)
     wanted, count = cloud.parse_gpu(gpu)
     rows, problems = cloud.offers(w.mesh, w.mesh_vars, wanted, count, provider)
     silent = [p for p in cloud.no_offer_sources(w.mesh) if not provider or p == provider]

@@ -89,26 +89,25 @@ def rotate(w: work.Work, progress, force=False, verbosity=0):
     return rotation_rows(members, result)
 
 
-def rotate_key(mesh_dir: str | None, key_file: str | None, stored: bool, asker, progress, force: bool = False,
-               verbosity: int = 0, wait: float = 0.0, say=print) -> list[RotationRow]:  # fmt: skip
+def rotate_key(w: work.Work, key_file: str | None, stored: bool, asker, progress, force: bool = False,
+               verbosity: int = 0, say=print) -> list[RotationRow]:  # fmt: skip
     """The mesh's new key (from KEY_FILE, ``-`` or ASKER; or the STORED one again), checked and
     stored (said), then every active tailnet node moved to it; one row per node."""
-    with work.changing(mesh_dir, "rotate-authkey", wait) as w:
-        mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
-        tailnet.require_tailscale(mesh_vars)
-        require_active(nodes)  # before a new key replaces the stored one
-        if stored:
-            source = str(tailnet.key_path(mesh))
-            key = tailnet.stored_key(mesh, vault.for_mesh(mesh_vars))
-        else:
-            source = key_file if key_file and key_file != "-" else "the key given"
-            key = tailnet.read_key(key_file, asker)
-        kind = tailnet.check_key(key, tailnet.mesh_tags(mesh, mesh_vars), source)
-        if not stored:
-            path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
-            how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
-            say(f"new {kind} key stored in {path} ({how})")
-        return rotate(w, progress, force=force, verbosity=verbosity)
+    mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
+    tailnet.require_tailscale(mesh_vars)
+    require_active(nodes)  # before a new key replaces the stored one
+    if stored:
+        source = str(tailnet.key_path(mesh))
+        key = tailnet.stored_key(mesh, vault.for_mesh(mesh_vars))
+    else:
+        source = key_file if key_file and key_file != "-" else "the key given"
+        key = tailnet.read_key(key_file, asker)
+    kind = tailnet.check_key(key, tailnet.mesh_tags(mesh, mesh_vars), source)
+    if not stored:
+        path = tailnet.store_key(mesh, key, vault.for_mesh(mesh_vars))
+        how = "vault-encrypted, 0600" if vault.for_mesh(mesh_vars) else "0600"
+        say(f"new {kind} key stored in {path} ({how})")
+    return rotate(w, progress, force=force, verbosity=verbosity)
 
 
 def require_rotated(rows: list[RotationRow]) -> None:
