@@ -359,8 +359,8 @@ class Mesh:
         if problems:
             first = problems[0]
             more = f" (and {len(problems) - 1} more: `meshctl check` lists them)" if len(problems) > 1 else ""
-            where = f"{self.path / first.file}: line {first.line}" if first.line else f"{self.path / first.file}"
-            raise InventoryError(f"{where}: {first.message}{more}", hint=first.hint)
+            # The words `meshctl check` prints for it (settings.Problem), in the mesh's folder.
+            raise InventoryError(f"{self.path}/{first}{more}", hint=first.hint)
 
     def user_groups(self) -> dict[str, dict]:
         """The groups a user added to mesh.yml as the file has them now (none before it exists): kept

@@ -59,7 +59,7 @@ def run(
         secrets = settings.secrets_problems(mesh.path)  # what `meshctl check` says, before any node is reached
         if secrets:
             more = f" (and {len(secrets) - 1} more: `meshctl check` lists them)" if len(secrets) > 1 else ""
-            raise InventoryError(f"{mesh.path / secrets[0].file}: {secrets[0].message}{more}", hint=secrets[0].hint)
+            raise InventoryError(f"{mesh.path}/{secrets[0]}{more}", hint=secrets[0].hint)
         vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
     progress = progress or runner.Progress()
     converging = {n.name for n in targets} if converge and targets is not None else None

@@ -311,6 +311,10 @@ def _idle_time(value, _scope) -> list[str]:
         return [str(exc)]
     if not seconds and value not in (None, ""):  # 0s reads as never: say false if that is meant
         return [f"idle_stop {value!r} is no time: a node is never stopped with it"]
+    if seconds and "ansible_host" in _scope:  # a node of mesh.yml: what `meshctl autostop` would refuse for it
+        refused = power.power_plan({"node": {**_scope, "idle_stop": value}})["refused"].get("node")
+        if refused:
+            return [f"this node cannot be stopped when idle: {refused}"]
     return []
 
 

@@ -126,15 +126,21 @@ def period(since: str | None, until: str | None, today: datetime.date | None = N
 def accounting_on(w: Work, head: str) -> bool:
     """Whether the mesh turns Slurm's accounting on for the head anywhere a user sets it (mesh.yml's
     vars, any group_vars file, the head's host_vars), else role slurm's default."""
+    import json
+
     import yaml
 
-    from meshctl import resources
+    from meshctl import resources, settings
 
     found = [w.mesh_vars.get("slurm_accounting")]
-    for path in [*sorted((w.mesh.path / "group_vars").glob("*.yml")), w.mesh.path / "host_vars" / f"{head}.yml"]:
+    for path in settings.vars_files(w.mesh.path):  # what Ansible reads: every group's, and the head's own
+        parts = path.relative_to(w.mesh.path).parts
+        if parts[0] == "host_vars" and parts[1].split(".")[0] != head:
+            continue
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-        except (OSError, yaml.YAMLError):
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (OSError, ValueError, yaml.YAMLError):
             data = None
         if isinstance(data, dict):
             found.append(data.get("slurm_accounting"))

@@ -39,7 +39,24 @@ BROKEN = [
     ("group_vars/all.yml", "slurm_partitions: [gpu]\n", "slurm_partitions"),
     ("group_vars/all.yml", "- a list\n", "is not a mapping of settings"),
     ("group_vars/all.yml", "slurm_head_runs_jobs: sometimes\n", "slurm_head_runs_jobs is 'sometimes': use auto"),
+    # Every file Ansible reads of group_vars/ and host_vars/, not the *.yml files alone.
+    ("group_vars/compute.yaml", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
+    ("host_vars/head.yaml", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
+    ("host_vars/head/main.yml", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
+    ("group_vars/all/main.yml", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
+    ("group_vars/all.json", '{"slurm_acounting": true}\n', "did you mean `slurm_accounting`"),
+    ("group_vars/compute", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
+    # What the code acts on only when it is exactly so, and what another command refuses.
+    ("host_vars/head.yml", "idle_terminate: maybe\n", "'maybe' is not true or false"),
+    ("host_vars/head.yml", "idle_terminate: \"yes\"\n", "'yes' is not true or false"),
+    ("host_vars/head.yml", "idle_stop: 0s\n", "is no time"),
+    ("group_vars/all.yml", "burst_pools:\n  - {name: h100, gpu: H100}\n", "pool h100: gpus must be"),
+    ("group_vars/all.yml", "burst_max_spend: lots\n", "burst_max_spend"),
 ]
+# Every setting with a check of its own (settings.VALUE_CHECKS) has a broken mesh above: a new
+# refusal without one here is found.
+CHECKED = {"job_users_list", "idle_stop", "mesh_idle_stop_by_provider", "slurm_head_runs_jobs", "idle_terminate",
+           "burst_pools", "burst_max_spend"}  # fmt: skip
 
 
 @pytest.fixture
@@ -51,7 +68,7 @@ def no_run(monkeypatch):
 
 def write(mesh, file, text):
     path = mesh.path / file
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
 
 
@@ -72,6 +89,42 @@ def test_check_and_apply_refuse_the_same_broken_setting_before_anything_runs(mes
 
 def test_the_list_has_twenty_distinct_mistakes():
     assert len(BROKEN) >= 20 and len({(f, t) for f, t, _ in BROKEN}) == len(BROKEN)
+
+
+def test_every_settings_own_check_has_a_broken_mesh_here():
+    from meshctl import settings
+
+    assert set(settings.VALUE_CHECKS) == CHECKED
+    for key in CHECKED:
+        assert any(text.lstrip("{\"").startswith(key) for _f, text, _s in BROKEN), key
+
+
+def test_a_node_with_idle_stop_that_autostop_would_refuse_is_refused_by_check_and_apply_alike(mesh, no_run):
+    """mesh.yml's own host entry: idle_stop on a node that is no provider's instance (autostop's refusal)."""
+    import yaml
+
+    data = yaml.safe_load(mesh.inventory.read_text())
+    data["all"]["hosts"]["head"]["idle_stop"] = "30m"
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    checked = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
+    applied = CliRunner().invoke(cli, ["apply", "--mesh", str(mesh.path)])
+    said = "this node cannot be stopped when idle: the head is never stopped"
+    assert checked.exit_code == 3 and said in checked.output, checked.output
+    assert applied.exit_code == 3 and said in applied.output, applied.output
+    assert no_run == []
+
+
+def test_secrets_others_can_read_are_refused_by_check_and_by_a_run_alike(mesh, no_run):
+    (mesh.path / "secrets").mkdir(mode=0o700, exist_ok=True)
+    key = mesh.path / "secrets" / "munge.key"
+    key.write_bytes(b"k" * 1024)
+    key.chmod(0o644)
+    checked = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
+    applied = CliRunner().invoke(cli, ["apply", "--mesh", str(mesh.path)])
+    said = "secrets/munge.key: is readable by others (mode 0644)"
+    assert checked.exit_code == 3 and said in checked.output, checked.output
+    assert applied.exit_code == 3 and said in applied.output and "chmod 600" in applied.output, applied.output
+    assert no_run == []
 
 
 def test_sound_settings_pass_both(mesh, monkeypatch):
