@@ -22,7 +22,7 @@ from pathlib import Path
 
 from meshctl import burst as pooled
 from meshctl import cloud, core, hostkeys, resources, runner, ssh
-from meshctl.errors import MeshctlError, PartialError, ProviderError, UsageError
+from meshctl.errors import MeshctlError, PartialError, ProviderError, UsageError, unreachable
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
 from meshctl.ops import add, launch, work
@@ -310,6 +310,15 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
     return record
 
 
+def head_name(nodes: list[Node]) -> str:
+    return next(n.name for n in nodes if "head" in n.roles)
+
+
+def again() -> str:
+    """The command line to run again (runner.again)."""
+    return runner.again()
+
+
 def converge_head(w: work.Work, verbosity: int = 0) -> None:
     """The head converged: slurm.conf declares the pools' nodes, the power program and the relaunch
     service know them."""
@@ -361,16 +370,18 @@ def remove_pool(w: work.Work, name: str, say: Callable[[str], None], verbosity: 
     mesh_vars["burst_pools"] = [p for p in every if p["name"] != name]
     if not mesh_vars["burst_pools"]:
         mesh_vars.pop("burst_pools")
-    w.save(kept)
+    # The head converged from the mesh without the pool, and mesh.yml written only once it has: a
+    # converge that fails, or is interrupted, leaves the pool declared, and the same command again
+    # finishes it (its machines are given back already).
+    w.nodes = kept
     try:
         converge(w, verbosity)
-    except MeshctlError as exc:  # the pool is out of mesh.yml: its retry is the head's converge
-        head = next(n.name for n in kept if "head" in n.roles)
-        exc.hint = (f"pool {name} is out of mesh.yml and its machines are given back; the head still lists "
-                    f"its nodes until `meshctl apply --limit {head}` converges it")  # fmt: skip
+    except MeshctlError as exc:
+        said = f"pool {name}'s machines are given back; it stays in mesh.yml until the head's Slurm has let go of it"
         if isinstance(exc, PartialError):
-            exc.todo = f"start it, then `meshctl apply --limit {head}`"
+            raise unreachable(said, exc.unreachable, again(), head=head_name(kept)) from None
         raise
+    w.save(kept)
     return done
 
 

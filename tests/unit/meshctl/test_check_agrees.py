@@ -48,7 +48,7 @@ BROKEN = [
     ("group_vars/compute", "slurm_acounting: true\n", "did you mean `slurm_accounting`"),
     # What the code acts on only when it is exactly so, and what another command refuses.
     ("host_vars/head.yml", "idle_terminate: maybe\n", "'maybe' is not true or false"),
-    ("host_vars/head.yml", "idle_terminate: \"yes\"\n", "'yes' is not true or false"),
+    ("host_vars/head.yml", 'idle_terminate: "yes"\n', "'yes' is not true or false"),
     ("host_vars/head.yml", "idle_stop: 0s\n", "is no time"),
     ("group_vars/all.yml", "burst_pools:\n  - {name: h100, gpu: H100}\n", "pool h100: gpus must be"),
     ("group_vars/all.yml", "burst_max_spend: lots\n", "burst_max_spend"),
@@ -96,7 +96,7 @@ def test_every_settings_own_check_has_a_broken_mesh_here():
 
     assert set(settings.VALUE_CHECKS) == CHECKED
     for key in CHECKED:
-        assert any(text.lstrip("{\"").startswith(key) for _f, text, _s in BROKEN), key
+        assert any(text.lstrip('{"').startswith(key) for _f, text, _s in BROKEN), key
 
 
 def test_a_node_with_idle_stop_that_autostop_would_refuse_is_refused_by_check_and_apply_alike(mesh, no_run):

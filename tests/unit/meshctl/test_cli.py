@@ -642,3 +642,25 @@ def test_answering_no_is_a_choice_not_an_error(monkeypatch):
     assert caught.value.exit_code == 0
     monkeypatch.setattr(click, "confirm", lambda *a, **kw: True)
     assert confirm("rent?", False) is None
+
+
+def test_burst_remove_with_the_head_down_keeps_the_pool_and_its_retry_finishes(mesh, fake_runner):
+    """The fix a failed `burst remove` names (the same command again) works: the pool stays in
+    mesh.yml until the head's Slurm has let go of it."""
+    import yaml
+
+    add_active(mesh, "gpu1")
+    data = yaml.safe_load(mesh.inventory.read_text())
+    data["all"].setdefault("vars", {})["burst_pools"] = [
+        {"name": "h100", "gpu": "H100", "gpus": 1, "max_nodes": 1, "max_price": 3.0, "providers": ["any"],
+         "idle": "10m", "cpus": 1, "memory_mb": 1024}]  # fmt: skip
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    fake_runner.unreachable = ["head"]
+    refused = invoke(mesh, "burst", "remove", "h100")
+    assert refused.exit_code == 7 and "it stays in mesh.yml" in refused.output, refused.output
+    assert "remove h100` again" in refused.output  # the fix: the same command again
+    assert [p["name"] for p in mesh.load()[1]["burst_pools"]] == ["h100"]
+    fake_runner.unreachable = []
+    done = invoke(mesh, "burst", "remove", "h100")
+    assert done.exit_code == 0 and "pool h100: removed" in done.output, done.output
+    assert "burst_pools" not in mesh.load()[1]
