@@ -13,8 +13,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[3] / "meshctl"
 # Operations that may take something else, and why: check reads the files before the load that
 # refuses them; the head's relaunch service re-reads its mesh on every round of its loop.
-OWN_START = {("check", "check"): "reads the folder before loading it",
-             ("relaunch_node", "reap"): "the head's service loop", ("relaunch_node", "serve"): "the head's service loop"}  # fmt: skip
+OWN_START = {
+    ("check", "check"): "reads the folder before loading it",
+    ("relaunch_node", "reap"): "the head's service loop",
+    ("relaunch_node", "serve"): "the head's service loop",
+}
 
 
 def functions(path: Path):
