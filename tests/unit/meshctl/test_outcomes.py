@@ -336,3 +336,22 @@ def test_add_node_of_machines_that_do_not_answer_names_every_one_within_its_time
     assert "2 of 2 machines cannot be added" in done.stderr and "refused the connection" in done.stdout
     assert all(t.split("@")[1].split(":")[0] in done.stderr for t in targets), done.stderr
     assert mesh.inventory.read_bytes() == before
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_inside_ansible_are_128_plus_the_signal_and_stop_the_run(number, bed):
+    tmp_path, silent = bed
+    mesh = make_mesh(tmp_path / "mesh", silent.port)
+    proc = subprocess.Popen(argv(["apply"], mesh, silent.port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env_for(tmp_path), cwd=tmp_path, start_new_session=True)  # fmt: skip
+    try:
+        assert wait_for(lambda: any("ansible-playbook" in n for n in descendants(proc.pid).values()))
+        time.sleep(1.0)
+        proc.send_signal(number)  # to meshctl alone: a `kill`, or the terminal closing
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + number, out + err
+    assert f"error: interrupted ({signal.Signals(number).name}" in err and "during the Ansible run" in err, err
+    assert wait_for(lambda: not [p for p in seen_pids(tmp_path) if Path(f"/proc/{p}").exists()], 30)
