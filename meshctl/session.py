@@ -10,8 +10,8 @@ Ansible and nothing of a mesh.
 
 from __future__ import annotations
 
-from meshctl import headcopy, hostkeys, quickread, runner, settings, vault
-from meshctl.errors import InventoryError, PartialError
+from meshctl import errors, headcopy, hostkeys, quickread, runner, settings, vault
+from meshctl.errors import InventoryError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -119,12 +119,4 @@ def raise_partial(mesh: Mesh, nodes: list[Node], result: runner.RunResult, done:
         if name in by_name and hostkeys.is_changed_key(said):
             node = by_name[name]
             unreachable[name], todos[name] = hostkeys.describe_change(name, node.host, node.port, mesh.known_hosts)
-    names = ", ".join(unreachable)
-    raise PartialError(
-        f"{done}; {len(unreachable)} node(s) could not be reached: {names}",
-        hint="start them (they rejoin Slurm by themselves) and run `meshctl apply --limit NODE`, "
-        "or take them out with `meshctl remove-node NODE --force`",
-        unreachable=unreachable,
-        todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
-        todos=todos,
-    )
+    raise errors.unreachable(done, unreachable, f"meshctl apply --limit {','.join(unreachable)}", todos=todos)

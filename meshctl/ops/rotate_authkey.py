@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshctl import runner, tailnet, vault
-from meshctl.errors import InventoryError, PartialError, PlaybookError
+from meshctl.errors import InventoryError, PlaybookError, unreachable
 from meshctl.model import Node
 from meshctl.ops import work
 
@@ -114,12 +114,8 @@ def require_rotated(rows: list[RotationRow]) -> None:
     behind = [r.node for r in rows if not r.ok]
     down = {r.node: r.result for r in rows if r.result.startswith("UNREACHABLE")}
     if behind and set(behind) == set(down):
-        raise PartialError(
-            f"{len(behind)} of {len(rows)} nodes could not be reached and are not on the new key: {', '.join(behind)}",
-            hint="the others are; start them and run `meshctl rotate-authkey --stored`",
-            unreachable=down,
-            todo="start it, then `meshctl rotate-authkey --stored`",
-        )
+        raise unreachable(f"the other {len(rows) - len(behind)} node(s) are on the new key", down,
+                          "meshctl rotate-authkey --stored")  # fmt: skip
     if behind:
         raise PlaybookError(
             f"{len(behind)} of {len(rows)} nodes are not on the new key: {', '.join(behind)}",

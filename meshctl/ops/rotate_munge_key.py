@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from meshctl import resources, runner, session, vault
-from meshctl.errors import Interrupted, InventoryError, PartialError
+from meshctl import errors, resources, runner, session, vault
+from meshctl.errors import Interrupted, InventoryError
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import head_of
 from meshctl.ops.work import Work
@@ -72,11 +72,7 @@ def rotate(w: Work, progress, verbosity: int = 0) -> tuple[runner.RunResult, boo
     marker.unlink(missing_ok=True)  # on every node reached: what is left is each unreachable node's own apply
     unreachable = session.unreachable_rows(result)
     if unreachable:
-        raise PartialError(
-            f"the new munge key is on {len(members) - len(unreachable)} node(s); "
-            f"{len(unreachable)} could not be reached: {', '.join(unreachable)}",
-            hint="they cannot talk to Slurm until they have it: start them and run `meshctl apply --limit NODE`",
-            unreachable=unreachable,
-            todo="start it, then `meshctl apply --limit {node}`; or `meshctl remove-node {node} --force`",
-        )
+        raise errors.unreachable(
+            f"the new munge key is on {len(members) - len(unreachable)} node(s); the others cannot talk to Slurm "
+            "until they have it", unreachable, f"meshctl apply --limit {','.join(unreachable)}")  # fmt: skip
     return result, resumed

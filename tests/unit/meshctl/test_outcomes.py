@@ -270,7 +270,7 @@ def test_a_provider_api_that_cannot_be_reached_is_exit_8_naming_the_network_neve
             "k",
             "-y",
         ],
-        "burst add": ["burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "5"],
+        "burst add": ["burst", "add", "a10", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "5"],
     }
     for case, command in cases.items():
         done = run_outcome(command, mesh, 0, tmp_path, **env)

@@ -150,8 +150,8 @@ def test_a_down_node_is_reported_and_the_exit_code_says_so(tailnet_mesh, fake, t
     result = rotate(tailnet_mesh, "--key-file", key_file(tmp_path, NEW))
     assert result.exit_code == 7  # partial: every node that could be reached is on the new key
     assert "UNREACHABLE" in result.output and "re-run when it is back" in result.output
-    assert "1 of 2 nodes could not be reached and are not on the new key: gpu1" in result.output
-    assert "Not reached" in result.output and "start it, then `meshctl rotate-authkey --stored`" in result.output
+    assert "the other 1 node(s) are on the new key; 1 node(s) could not be reached: gpu1" in result.output
+    assert "Not reached" in result.output and "then run `meshctl rotate-authkey --stored` again" in result.output
     assert "rotate-authkey --stored" in result.output
     assert tailnet.key_path(tailnet_mesh).read_text().strip() == NEW  # kept for the re-run
 
