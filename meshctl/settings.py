@@ -120,7 +120,7 @@ def _unreadable(file: str, exc: Exception) -> Problem:
                    "fix it by hand: YAML mappings of `name: value`, indented with spaces")  # fmt: skip
 
 
-INI_SECTION = re.compile(r"^\[[A-Za-z0-9_:.-]+\]\s*$", re.M)
+INI_SECTION = re.compile(r"^\[[A-Za-z0-9_:.-]+\][ \t]*(?=\n|\Z)", re.M)
 
 
 def load(text: str):
@@ -152,7 +152,7 @@ class Problem:
     hint: str
 
     def __str__(self) -> str:
-        return f"{self.file} line {self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
+        return f"{self.file}: line {self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
 
 
 @cache

@@ -381,6 +381,10 @@ def test_an_idle_stop_that_is_no_duration_is_refused_when_the_mesh_is_loaded(mes
         mesh.load()
     assert "node head: idle_stop '30 minutess' is not a duration" in caught.value.message
     assert caught.value.exit_code == 3 and "1h30m" in caught.value.hint
-    data["all"]["hosts"]["head"]["idle_stop"] = "30 minutes"
+    data["all"]["hosts"]["head"]["idle_stop"] = "30 minutes"  # a duration, but the head is never stopped
     mesh.inventory.write_text(yaml.safe_dump(data))
-    assert mesh.load()[0][0].extra["idle_stop"] == "30 minutes"
+    with pytest.raises(InventoryError, match="the head is never stopped"):  # as `meshctl autostop` refuses it
+        mesh.load()
+    data["all"]["hosts"]["head"]["idle_stop"] = False
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    assert mesh.load()[0][0].extra["idle_stop"] is False

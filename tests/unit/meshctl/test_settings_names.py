@@ -45,7 +45,7 @@ def test_sound_settings_the_users_own_variables_and_templates_pass(mesh):
           "job_users_list: []\nslurm_suspend_timeout: \"{{ 10 * 3 }}\"\n"
           "paperspace_prices: {A4000: 0.76}\n")  # fmt: skip
     data = yaml.safe_load(mesh.inventory.read_text())
-    data["all"]["hosts"]["head"].update({"idle_stop": "30 minutes", "nvidia_note": {"driver": "550"}})
+    data["all"]["hosts"]["head"].update({"idle_stop": False, "nvidia_note": {"driver": "550"}})
     mesh.inventory.write_text(yaml.safe_dump(data))
     assert settings.check(mesh.path, mesh.inventory.read_text()) == []
     mesh.load()
@@ -71,8 +71,8 @@ def test_commands_refuse_before_running_anything_and_check_lists_every_problem(m
     assert "(and 1 more: `meshctl check` lists them)" in out.output
     listed = CliRunner().invoke(cli, ["check", "--mesh", str(mesh.path)])
     assert listed.exit_code == 3
-    assert "group_vars/all.yml line 1: unknown setting `slurm_acounting`" in listed.output
-    assert "group_vars/gpu.yml line 1: unknown setting `tailscale_tag`" in listed.output
+    assert "group_vars/all.yml: line 1: unknown setting `slurm_acounting`" in listed.output
+    assert "group_vars/gpu.yml: line 1: unknown setting `tailscale_tag`" in listed.output
     assert "did you mean `tailscale_tags`?" in listed.output
     write(mesh, "slurm_accounting: true\n")
     write(mesh, "tailscale_tags: [tag:gpu]\n", "gpu.yml")
