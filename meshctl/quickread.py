@@ -33,6 +33,7 @@ from meshctl.model import Node
 TASK = "Read the node's services"  # what a failure names, as the playbook's task does
 READ_TIMEOUT = 5  # seconds each command and the URL may take on the node (mesh_status's default)
 MAX_OUTPUT = 4 * 1024 * 1024  # bytes of a node's answer read
+MAX_DEPTH = 32  # levels of arrays and objects a status record may nest (it has a handful)
 # The connection settings meshctl writes itself (Node.hostvars); any other ansible_* setting is
 # the user's, and only Ansible knows what it means.
 MODELLED = {"ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "ansible_become",
@@ -162,9 +163,12 @@ def _read_one(argv: list[str], text: str, timeout: int) -> tuple[str, object]:
         return "unreachable", why
     if done.returncode != 0:
         return "failed", why
+    raw = done.stdout[:MAX_OUTPUT]
+    if core.mesh_cloud.nesting(raw) > MAX_DEPTH:  # bounded before the parser, which recurses per level
+        return "failed", f"its answer nests deeper than {MAX_DEPTH} levels: no status record is"
     try:
-        status = json.loads(done.stdout[:MAX_OUTPUT].decode("utf-8", "replace"))
-    except ValueError:
+        status = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
         return "failed", "its answer is not JSON"
     return ("ok", status) if isinstance(status, dict) else ("failed", "its answer is not a mapping")
 

@@ -466,6 +466,12 @@ _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(rb"[][{}]")
 
 
+def nesting(raw):
+    """How deep RAW's (JSON bytes) arrays and objects nest, its strings left out: what a reader asks
+    before it parses an answer from a machine it does not trust (a parser recurses per level)."""
+    return _depth(raw)
+
+
 def _depth(raw):
     """How deep RAW's arrays and objects nest (its strings left out)."""
     depth = deepest = 0

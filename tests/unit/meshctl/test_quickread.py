@@ -177,3 +177,16 @@ def test_an_apply_records_what_status_reads_only_for_nodes_it_finished(mesh, mon
     assert mesh.load_status_requests() == {"head": HEAD_REQUEST}
     mesh.forget_facts("head")
     assert mesh.load_status_requests() == {}
+
+
+def test_a_node_answering_200000_nested_brackets_is_one_failed_row_not_a_traceback(tmp_path):
+    """The depth is bounded before the parser (which recurses per level: a RecursionError before)."""
+    from meshctl import quickread
+
+    script = tmp_path / "deep.sh"
+    script.write_text("#!/bin/sh\ncat >/dev/null\nprintf '%0200000d' 0 | tr 0 '['\n")
+    script.chmod(0o755)
+    kind, why = quickread._read_one([str(script)], "x", 5)
+    assert kind == "failed" and "deeper than 32 levels" in why
+    script.write_text("#!/bin/sh\ncat >/dev/null\necho '{\"a\": [[[1]]]}'\n")
+    assert quickread._read_one([str(script)], "x", 5) == ("ok", {"a": [[[1]]]})
