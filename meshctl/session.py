@@ -15,6 +15,8 @@ from meshctl.errors import InventoryError
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
+GENERATION_VAR = "mesh_secrets_generation"  # NUMBER:FINGERPRINT (vault.generation_said), read by role munge
+
 
 def run(
     mesh: Mesh,
@@ -66,6 +68,8 @@ def run(
     inventory = mesh.run_inventory(nodes, mesh_vars, leaving, converging)
     if converge:  # Lambda nodes: the head relaunches them with its copy of meshctl
         inventory["all"]["vars"].update(headcopy.control_vars(nodes, mesh_vars))
+        # The secrets' generation: the head records it, and refuses an older copy's (role munge).
+        inventory["all"]["vars"][GENERATION_VAR] = vault.generation_said(mesh.secrets, vault.for_mesh(mesh_vars))
     for name, why in sorted(mesh.refused_facts.items()):
         if name in {n.name for n in nodes}:
             progress.note(

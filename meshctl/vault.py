@@ -11,8 +11,11 @@ private folder, removed with it), when ``copy`` sends them to a node.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
+import time
 from pathlib import Path
 
 from meshctl import resources
@@ -144,3 +147,53 @@ def ensure_generated_secrets(folder: Path, vault: Vault | None) -> None:
         path = folder / resources.secret_file_name(role, variable)
         if not path.exists():
             write_secret(path, make(), vault)
+    bump_generation(folder, vault)  # a key made (or put back by hand) is a generation of its own
+
+
+# The secrets' generation (secrets/generation.json): a number that grows with each new munge key
+# (made, or rotated: rotate-munge-key renews the MLflow accounts' key with it), and the key's
+# fingerprint. Each converge hands it to the head (``mesh_secrets_generation``), which records it
+# and refuses a run whose generation is older than its own, or the same with another key: an
+# older copy of the mesh folder (a second laptop, a backup) would put an old key back.
+GENERATION_FILE = "generation.json"
+MUNGE_KEY = ("munge", "munge_key_file")
+
+
+def fingerprint(folder: Path, vault: Vault | None) -> str:
+    """The munge key's fingerprint (SHA-256, 16 hex digits): which key, never the key."""
+    path = folder / resources.secret_file_name(*MUNGE_KEY)
+    return hashlib.sha256(read_secret(path, vault)).hexdigest()[:16] if path.is_file() else ""
+
+
+def _recorded(folder: Path) -> tuple[int, str]:
+    try:
+        data = json.loads((folder / GENERATION_FILE).read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            return 0, ""
+        return max(0, int(data.get("generation", 0))), str(data.get("fingerprint", ""))
+    except (OSError, ValueError, TypeError):
+        return 0, ""
+
+
+def generation(folder: Path, vault: Vault | None) -> tuple[int, str]:
+    """(the generation number this mesh folder's secrets are, the munge key's fingerprint)."""
+    return _recorded(folder)[0], fingerprint(folder, vault)
+
+
+def bump_generation(folder: Path, vault: Vault | None) -> int:
+    """The munge key written now has its generation: one more than the last one's, once per key
+    (a key already recorded keeps its number: a rotation resumed bumps nothing twice)."""
+    number, recorded = _recorded(folder)
+    if number and recorded == fingerprint(folder, vault):
+        return number
+    number += 1
+    data = {"generation": number, "fingerprint": fingerprint(folder, vault),
+            "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    atomic_write(folder / GENERATION_FILE, (json.dumps(data) + "\n").encode(), mode=0o600)
+    return number
+
+
+def generation_said(folder: Path, vault: Vault | None) -> str:
+    """What a run hands the head: ``NUMBER:FINGERPRINT``."""
+    number, print_ = generation(folder, vault)
+    return f"{number}:{print_}"

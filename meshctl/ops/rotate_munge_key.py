@@ -16,7 +16,7 @@ from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import head_of
 from meshctl.ops.work import Work
 
-MUNGE_KEY = ("munge", "munge_key_file")  # vault.GENERATED's entry: the one place a key is made
+MUNGE_KEY = vault.MUNGE_KEY  # vault.GENERATED's entry: the one place a key is made
 # The key the MLflow account holders' passwords are derived from: renewed with the munge key, so a
 # node that left keeps no working account either.
 ACCOUNTS_KEY = ("mlflow", "mlflow_accounts_key_file")
@@ -60,6 +60,7 @@ def rotate(w: Work, progress, verbosity: int = 0) -> tuple[runner.RunResult, boo
         vault.write_secret(key_path(mesh), vault.GENERATED[MUNGE_KEY](), vault.for_mesh(mesh_vars))
         accounts_key = mesh.secrets / resources.secret_file_name(*ACCOUNTS_KEY)
         vault.write_secret(accounts_key, vault.GENERATED[ACCOUNTS_KEY](), vault.for_mesh(mesh_vars))
+    vault.bump_generation(mesh.secrets, vault.for_mesh(mesh_vars))  # the head takes it, and refuses older
     finish = "run `meshctl rotate-munge-key` again: it installs the pending key (no other is made)"
     try:
         result = w.run("rotate_munge_key.yml", progress, targets=members, verbosity=verbosity, rotating=True)

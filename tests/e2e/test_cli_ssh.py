@@ -710,6 +710,8 @@ def test_rotate_munge_key_interrupted_in_its_run_keeps_jobs_running_and_the_retr
     """Ctrl+C once rotate-munge-key's ansible-playbook runs: 130, no word of success, every node still
     on the old key (jobs run across all three), the new key pending; the retry installs that key."""
     old = bed.clear_secret("munge.key")
+    stale = bed.root / "stale-copy"  # the mesh folder as a second laptop, or a backup, has it now
+    shutil.copytree(bed.mesh, stale, symlinks=True, ignore=shutil.ignore_patterns("logs", "mesh.lock"))
     run = bed.spawn("rotate-munge-key")
     wait_for_playbook(bed, "rotate-munge-key")
     run.send_signal(signal.SIGINT)  # meshctl's terminal: ansible-playbook runs on a pty of its own
@@ -737,6 +739,17 @@ def test_rotate_munge_key_interrupted_in_its_run_keeps_jobs_running_and_the_retr
                                  check=True).stdout  # fmt: skip
         assert on_node == pending, name
     assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
+    # The copy made before the rotation would put the old key back: its apply stops before any
+    # change, naming both generations and the fix.
+    rolled = bed.meshctl("apply", "--mesh", str(stale))
+    said = rolled.stdout + rolled.stderr
+    assert rolled.returncode == 5, said[-3000:]
+    assert "it is an older copy of the mesh" in said and "Run meshctl from the copy that made" in said, said[-3000:]
+    assert re.search(r"generation \d+ \(munge key [0-9a-f]{16}\), the head holds generation \d+", said), said[-3000:]
+    for name, container in containers.items():
+        on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
+                                 check=True).stdout  # fmt: skip
+        assert on_node == pending, name  # nothing rolled back
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):

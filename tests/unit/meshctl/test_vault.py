@@ -191,3 +191,19 @@ def test_a_secret_is_replaced_atomically_and_stays_private(tmp_path, monkeypatch
         write_secret(path, b"newer-key\n", None)
     assert path.read_bytes() == b"new-key\n"  # the old secret as it was
     assert sorted(p.name for p in path.parent.iterdir()) == ["tailscale.key"]  # no temp file left
+
+
+def test_the_secrets_generation_grows_once_per_munge_key_and_names_it(tmp_path):
+    from meshctl import vault
+
+    folder = tmp_path / "secrets"
+    folder.mkdir(mode=0o700)
+    vault.ensure_generated_secrets(folder, None)
+    first = vault.generation(folder, None)
+    assert first[0] == 1 and len(first[1]) == 16
+    assert (folder / vault.GENERATION_FILE).stat().st_mode & 0o777 == 0o600
+    vault.ensure_generated_secrets(folder, None)  # every run: the same key keeps its number
+    assert vault.generation(folder, None) == first
+    (folder / "munge.key").write_bytes(b"n" * 1024)  # a new key (rotated, or put back by hand)
+    assert vault.bump_generation(folder, None) == 2 and vault.bump_generation(folder, None) == 2
+    assert vault.generation_said(folder, None) == f"2:{vault.fingerprint(folder, None)}" != f"1:{first[1]}"
