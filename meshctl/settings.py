@@ -318,6 +318,11 @@ def _idle_time(value, _scope) -> list[str]:
     return []
 
 
+def _argv_secret(value, _scope) -> list[str]:
+    said = core.mesh_text.argv_secret_problem(value)  # the mlflow role's own check, before any run
+    return [said] if said else []
+
+
 def _boolean(value, _scope) -> list[str]:
     # Only YAML's true acts (the code asks `is True`): "yes" in quotes or maybe would act as no.
     return [] if isinstance(value, bool) else [f"{value!r} is not true or false"]
@@ -367,6 +372,11 @@ VALUE_CHECKS = {
     "burst_max_spend": (_max_spend, "write dollars an hour, e.g. burst_max_spend: 10"),
     "idle_stop": (_idle_time, "write it as 30m, 1h30m, 90s or 30 minutes, or false for never"),
     "idle_terminate": (_boolean, "write true (terminate the instance when idle) or false, unquoted"),
+    "mlflow_pip_extra_args": (
+        _argv_secret,
+        "put the index in mlflow_pip_environment (PIP_INDEX_URL, "
+        "PIP_EXTRA_INDEX_URL): pip reads it from its environment, never its command line",
+    ),
     "mesh_idle_stop_by_provider": (_by_provider, "give each provider an idle time: {paperspace: 30m}"),
     "job_users_list": (_job_users, "write each user as {name: alice, uid: 2001} (roles/job_users/README.md)"),
     "slurm_head_runs_jobs": (_head_jobs, 'write auto, true or false (roles/slurm/README.md, "The head")'),

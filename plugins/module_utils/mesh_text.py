@@ -26,6 +26,21 @@ _SEQUENCES = re.compile(
 
 REASON_LIMIT = 200  # characters of a reason meshctl gives Slurm
 
+# What must never reach a program's command line, which every user of the machine reads (ps): a
+# package index (its URL may carry a token) and any URL with credentials in it.
+_INDEX_FLAG = re.compile(r"(?:^|\s)(?:-i|--index-url|--extra-index-url)(?:\s|=|\Z)")
+_URL_CREDENTIALS = re.compile(r"://[^/\s]*@")
+
+
+def argv_secret_problem(text):
+    """Why TEXT, arguments a program gets on its command line, must not be there; "" when it may."""
+    text = "" if text is None else str(text)
+    if _INDEX_FLAG.search(text):
+        return "it names a package index (its URL, and any token in it, would be on pip's command line)"
+    if _URL_CREDENTIALS.search(text):
+        return "it holds a URL with credentials (on a command line every user of the machine reads)"
+    return ""
+
 
 def clean(text, multiline=False):
     """``text`` safe for a terminal: escape sequences and control characters removed, tabs made spaces,

@@ -52,11 +52,13 @@ BROKEN = [
     ("host_vars/head.yml", "idle_stop: 0s\n", "is no time"),
     ("group_vars/all.yml", "burst_pools:\n  - {name: h100, gpu: H100}\n", "pool h100: gpus must be"),
     ("group_vars/all.yml", "burst_max_spend: lots\n", "burst_max_spend"),
+    ("group_vars/all.yml", "mlflow_pip_extra_args: --index-url https://u:tok@pypi.example/simple\n", "package index"),
+    ("group_vars/all.yml", "mlflow_pip_extra_args: --find-links https://u:tok@w.example/\n", "URL with credentials"),
 ]
 # Every setting with a check of its own (settings.VALUE_CHECKS) has a broken mesh above: a new
 # refusal without one here is found.
 CHECKED = {"job_users_list", "idle_stop", "mesh_idle_stop_by_provider", "slurm_head_runs_jobs", "idle_terminate",
-           "burst_pools", "burst_max_spend"}  # fmt: skip
+           "burst_pools", "burst_max_spend", "mlflow_pip_extra_args"}  # fmt: skip
 
 
 @pytest.fixture
