@@ -156,34 +156,83 @@ HEADER = """# meshctl mesh inventory (Ansible YAML). meshctl rewrites this file:
 MAX_FACTS_BYTES = 256 * 1024
 
 
-def check_ownership(*paths: Path) -> None:
-    """Refuse, as git's safe.directory does, a mesh that another user owns or others can write.
+MAX_WALK = 20000  # entries of a mesh folder checked (a mesh holds a few hundred)
 
-    mesh.yml and group_vars/ decide what runs as root on every node (and on this machine: an
-    interpreter path, a connection); a file someone else can change is someone else's mesh.
+
+def _refuse_unsafe(item: Path, info: os.stat_result, me: int, root: Path) -> None:
+    """ITEM (its lstat INFO) is refused unless it is the user's own and no one else may change it."""
+    if info.st_uid != me:
+        raise InventoryError(
+            f"{item} belongs to uid {info.st_uid}, not to you (uid {me}): meshctl runs only your own meshes",
+            hint=f"if it is yours, `chown -R {me} {root}`; else copy the mesh and review it first",
+        )
+    if info.st_mode & 0o022:
+        raise InventoryError(
+            f"{item} can be changed by other users (mode {stat.S_IMODE(info.st_mode):04o})",
+            hint=f"chmod go-w {item}",
+        )
+
+
+def check_ownership(folder: Path) -> None:
+    """Refuse, as git's safe.directory does, a mesh folder another user owns or others can write,
+    and follow no link out of it.
+
+    Everything in the folder decides what runs as root on every node and on this machine (mesh.yml,
+    group_vars/ and host_vars/, which Ansible reads whole, the secrets, the recorded facts, the
+    known hosts): every entry of it, at any depth, must be the user's own and no one else's to
+    change; a link must resolve inside the folder (its target is then checked as itself); and every
+    folder above it must be the user's or root's, writable by no one else (or sticky, as /tmp is),
+    so that no other user can swap the folder for another.
     """
     me = os.geteuid()
-    for path in paths:
+    root = Path(os.path.abspath(folder))
+    try:
+        top = os.lstat(root)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InventoryError(f"cannot read {root}: {exc.strerror}") from None
+    if stat.S_ISLNK(top.st_mode):
+        raise InventoryError(f"{root} is a link: meshctl follows no link to a mesh folder",
+                             hint=f"use the folder it points to: --mesh {os.path.realpath(root)}")  # fmt: skip
+    for above in root.parents:
         try:
-            st = os.lstat(path)
-        except FileNotFoundError:
+            info = os.stat(above)
+        except OSError:
             continue
-        except OSError as exc:
-            raise InventoryError(f"cannot read {path}: {exc.strerror}") from None
-        items = [(path, st)]
-        if stat.S_ISDIR(st.st_mode) and path.name in ("group_vars", "host_vars"):
-            items += [(child, os.lstat(child)) for child in sorted(path.rglob("*"))]
-        for item, info in items:
-            if info.st_uid != me:
-                raise InventoryError(
-                    f"{item} belongs to uid {info.st_uid}, not to you (uid {me}): meshctl runs only your own meshes",
-                    hint=f"if it is yours, `chown -R {me} {path}`; else copy the mesh and review it first",
-                )
-            if info.st_mode & 0o022 and not stat.S_ISLNK(info.st_mode):
-                raise InventoryError(
-                    f"{item} can be changed by other users (mode {stat.S_IMODE(info.st_mode):04o})",
-                    hint=f"chmod go-w {item}",
-                )
+        if info.st_uid not in (me, 0):
+            raise InventoryError(f"{above}, a folder above the mesh, belongs to uid {info.st_uid}: its owner "
+                                 "could put another folder in the mesh's place",
+                                 hint="keep the mesh in a folder of your own")  # fmt: skip
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise InventoryError(f"{above}, a folder above the mesh, can be changed by other users "
+                                 f"(mode {stat.S_IMODE(info.st_mode):04o}): they could swap the mesh folder",
+                                 hint=f"chmod go-w {above}, or keep the mesh elsewhere")  # fmt: skip
+    _refuse_unsafe(root, top, me, root)
+    seen = 0
+    for current, dirs, files in os.walk(root, followlinks=False):
+        for name in sorted(dirs) + sorted(files):
+            seen += 1
+            if seen > MAX_WALK:
+                raise InventoryError(f"{root} holds over {MAX_WALK} entries: not a mesh folder",
+                                     hint="keep only the mesh's files in it")  # fmt: skip
+            item = Path(current) / name
+            try:
+                info = os.lstat(item)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                target = Path(os.path.realpath(item))
+                if target != root and root not in target.parents:
+                    raise InventoryError(
+                        f"{item} is a link to {target}, outside the mesh folder: meshctl follows no link out of it",
+                        hint=f"put the file itself there (`cp --remove-destination {target} {item}`) after "
+                        "reviewing it",
+                    )
+                if info.st_uid != me:
+                    _refuse_unsafe(item, info, me, root)
+                continue  # its target is in the folder: checked as itself
+            _refuse_unsafe(item, info, me, root)
 
 
 class Mesh:
@@ -322,7 +371,7 @@ class Mesh:
         return default
 
     def load(self) -> tuple[list[Node], dict]:
-        check_ownership(self.path, self.inventory, self.path / "group_vars", self.path / "host_vars")
+        check_ownership(self.path)
         try:
             with self.inventory.open("rb") as handle:
                 raw = handle.read(MAX_INVENTORY_BYTES + 1)
