@@ -47,6 +47,7 @@ COMMANDS = {
     "remove-node": ["remove-node", "gpu1"],
     "add-node": ["add-node", "root@127.0.0.2:NODE_PORT", "--name", "cpu9"],
     "burst remove": ["burst", "remove", "h100"],
+    "init": ["init", "new-mesh", "--head", "root@127.0.0.2:NODE_PORT"],
 }
 ANSIBLE_RUNS = {"status": ["status", "--timeout", "1", "-v"]}  # status reads without Ansible unless -v
 
@@ -108,7 +109,8 @@ def env_for(home: Path, **more) -> dict:
 
 
 def argv(command: list[str], mesh: Mesh, node_port: int) -> list[str]:
-    return [*MESHCTL, *(a.replace("NODE_PORT", str(node_port)) for a in command), "--mesh", str(mesh.path)]
+    mesh_given = [] if command[0] == "init" else ["--mesh", str(mesh.path)]  # init makes its folder
+    return [*MESHCTL, *(a.replace("NODE_PORT", str(node_port)) for a in command), *mesh_given]
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -173,7 +175,7 @@ def test_a_head_that_does_not_answer_is_exit_7_with_the_same_words_and_fix(name,
     done = run_outcome(COMMANDS[name], mesh, port, tmp_path)
     said = done.stdout + done.stderr
     assert done.returncode == 7, said[-3000:]
-    lost = "127.0.0.2" if name == "add-node" else "head1"  # add-node asks the machine first
+    lost = "127.0.0.2" if name in ("add-node", "init") else "head1"  # a machine being added is asked first
     assert re.search(rf"error: .*\d node\(s\) could not be reached: .*{lost}", done.stderr), said[-3000:]
     assert "fix: start them (they rejoin Slurm by themselves) and run `meshctl " in done.stderr, said[-3000:]
     assert "every node waits for it" in said or "head1" not in done.stderr, said[-3000:]
@@ -202,8 +204,8 @@ def interrupt_at(point: str, proc: subprocess.Popen) -> str:
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_ctrl_c_at_any_point_is_130_interrupted_and_never_a_word_of_success(name, point, bed):
-    if name == "add-node" and point == "inside Ansible":
-        pytest.skip("add-node's run starts only after the machine answered its preflight (the e2e bed's case)")
+    if name in ("add-node", "init") and point == "inside Ansible":
+        pytest.skip(f"{name}'s run starts only after the machine answered its preflight (the e2e bed's case)")
     tmp_path, silent = bed
     mesh = make_mesh(tmp_path / "mesh", silent.port)
     before = mesh.inventory.read_bytes()
