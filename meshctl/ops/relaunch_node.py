@@ -17,6 +17,9 @@ from meshctl.model import NAME_RE, check_name
 from meshctl.ops import burst, relaunch, work
 
 
+MAX_REQUESTS = 64  # requests served a round (more nodes than a mesh holds); the rest removed unserved
+
+
 def reap(mesh_dir: str | None, spool: Path, cooldown: int, say: Callable[[str], None],
          warn: Callable[[str], None]) -> list[str]:  # fmt: skip
     """What a rent cut short left, terminated; each such node's jobs told, the node marked DOWN,
@@ -36,11 +39,18 @@ def reap(mesh_dir: str | None, spool: Path, cooldown: int, say: Callable[[str], 
 
 def serve(mesh_dir: str | None, spool: Path, state: Path, key_file: Path, authorized: Path | None, cooldown: int,
           say: Callable[[str], None], warn: Callable[[str], None]) -> list[str]:  # fmt: skip
-    """Every request in SPOOL served, and removed; returns the nodes that failed."""
+    """Every request in SPOOL served, and removed; returns the nodes that failed. At most
+    MAX_REQUESTS a round: the spool is the slurm user's to write, and each request costs a launch or
+    at least one scontrol; what is over is removed unserved and said in one line."""
     mesh = work.find(mesh_dir)
     failed = []
-    for request in sorted(spool.iterdir()) if spool.is_dir() else []:
+    refused: list[str] = []
+    for count, request in enumerate(sorted(spool.iterdir()) if spool.is_dir() else []):
         name, is_pool = request.name, False
+        if count >= MAX_REQUESTS:
+            refused.append(name)
+            remove_request(request, warn)
+            continue
         try:
             if request.is_symlink() or not request.is_file():
                 failed.append(name)
@@ -70,6 +80,11 @@ def serve(mesh_dir: str | None, spool: Path, state: Path, key_file: Path, author
                         relaunch.mark_down(name, f"the head could not launch it again: {message}")
         finally:
             remove_request(request, warn)
+    if refused:
+        shown = ", ".join(n[:40] for n in refused[:5]) + (", ..." if len(refused) > 5 else "")
+        warn(f"{len(refused)} more request(s) refused and removed unserved ({shown}): the service serves at most "
+             f"{MAX_REQUESTS} a round; a node Slurm still wants is asked for again by its resume")  # fmt: skip
+        failed += refused
     return failed
 
 

@@ -392,3 +392,23 @@ def test_the_secrets_copied_are_chosen_by_their_own_names_whatever_the_mesh_path
     assert done.returncode == 0, done.stdout[-2000:]
     assert sorted(p.name for p in (tmp_path / "copy" / "secrets").iterdir()) == ["munge.key"]
     assert (tmp_path / "copy" / "secrets" / "munge.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_spool_of_5000_requests_is_bounded_and_said_in_one_line(mesh, tmp_path, monkeypatch):
+    """The slurm user can write the spool: 5,000 entries kept the root service busy for minutes, one
+    scontrol each. At most MAX_REQUESTS are served a round; the rest are removed unserved, said once."""
+    from meshctl.ops import relaunch_node
+
+    calls = []
+    monkeypatch.setattr(relaunch_node.relaunch, "mark_down", lambda name, reason, *a: calls.append(name))
+    spool, state = tmp_path / "spool", tmp_path / "state"
+    spool.mkdir()
+    state.mkdir()
+    for i in range(5000):
+        (spool / f"n{i:05d}").write_text("\n")
+    said: list[str] = []
+    failed = relaunch_node.serve(str(mesh.path), spool, state, tmp_path / "key", None, 60, said.append, said.append)
+    assert list(spool.iterdir()) == [] and len(failed) == 5000
+    assert len(calls) == relaunch_node.MAX_REQUESTS  # one scontrol each for those served, none for the rest
+    assert len(said) == relaunch_node.MAX_REQUESTS + 1
+    assert said[-1].startswith(f"{5000 - relaunch_node.MAX_REQUESTS} more request(s) refused and removed unserved")
