@@ -16,7 +16,6 @@ from meshctl.errors import MeshctlError
 from meshctl.model import NAME_RE, check_name
 from meshctl.ops import burst, relaunch, work
 
-
 MAX_REQUESTS = 64  # requests served a round (more nodes than a mesh holds); the rest removed unserved
 
 
