@@ -2,12 +2,13 @@
 
 ``install`` (meshctl's entry point) makes each of the three signals record itself and raise
 :class:`meshctl.errors.Interrupted`, wherever the command is: before SSH, while connecting, while
-writing (the store's writes are atomic). Inside an Ansible run (``deferred``) the signal is only
-recorded: the runner's cancel callback (``cancel_requested``) asks ansible-playbook to stop its
-workers (SIGTERM, which Ansible passes on to every worker's process group), ansible-runner kills what
-is left after ``GRACE`` seconds, and the runner then raises Interrupted with where tasks had run, so
-that no result of a stopped run is read as an answer. ansible-runner's own handlers (which only
-flag a cancel, and stay installed after the run: a later Ctrl+C would do nothing) are never set.
+writing (the store's writes are atomic). Inside an Ansible run (``deferred``) the signal is
+recorded and ansible-playbook asked to stop at once (SIGTERM, which Ansible passes on to every
+worker's process group; ansible-runner polls its cancel callback, ``cancel_requested``, only every
+few seconds, and kills what is left ``GRACE`` seconds after the signal), and the runner then raises
+Interrupted with where tasks had run, so that no result of a stopped run is read as an answer.
+ansible-runner's own handlers (which only flag a cancel, and stay installed after the run: a later
+Ctrl+C would do nothing) are never set.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _handler(number: int, _frame) -> None:
     global _received
     if _received is None:
         _received = number
-    if _deferring:
+    if _deferring:  # the run in progress is asked to stop now, not at ansible-runner's next poll
+        _ask_children()
         return
     raise stopped()
 
@@ -91,16 +93,24 @@ def cancel_requested() -> bool:
     """ansible-runner's cancel callback: False while no signal came; then ansible-playbook is asked to
     stop (SIGTERM: Ansible ends its workers' process groups and itself), and True (kill what is
     left) once GRACE seconds have passed without it ending."""
-    global _asked_at
     if _received is None:
         return False
     if _asked_at is None:
-        _asked_at = time.monotonic()
-        for child in _children(os.getpid()):
-            with contextlib.suppress(OSError):  # gone already
-                os.kill(child, signal.SIGTERM)
+        _ask_children()
         return False
     return time.monotonic() - _asked_at > GRACE
+
+
+def _ask_children() -> None:
+    """SIGTERM to this process's children (ansible-playbook): Ansible ends its workers' process
+    groups and itself at once. Once per command."""
+    global _asked_at
+    if _asked_at is not None:
+        return
+    _asked_at = time.monotonic()
+    for child in _children(os.getpid()):
+        with contextlib.suppress(OSError):  # gone already
+            os.kill(child, signal.SIGTERM)
 
 
 def raise_if_received(where: str = "", hint: str | None = None) -> None:
