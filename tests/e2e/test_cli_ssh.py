@@ -709,47 +709,53 @@ def test_rotate_munge_key_restarts_munged_once_per_node_and_jobs_survive(bed):
 def test_rotate_munge_key_interrupted_in_its_run_keeps_jobs_running_and_the_retry_finishes_its_key(bed):
     """Ctrl+C once rotate-munge-key's ansible-playbook runs: 130, no word of success, every node still
     on the old key (jobs run across all three), the new key pending; the retry installs that key."""
-    old = bed.clear_secret("munge.key")
-    stale = bed.root / "stale-copy"  # the mesh folder as a second laptop, or a backup, has it now
-    shutil.copytree(bed.mesh, stale, symlinks=True, ignore=shutil.ignore_patterns("logs", "mesh.lock"))
-    run = bed.spawn("rotate-munge-key")
-    wait_for_playbook(bed, "rotate-munge-key")
-    run.send_signal(signal.SIGINT)  # meshctl's terminal: ansible-playbook runs on a pty of its own
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 130, out[-3000:] + err
-    assert "error: interrupted (Ctrl+C) during the Ansible run" in err and "installed on" not in out + err
-    assert "the new munge key is pending" in err and "rotate-munge-key` again" in err
-    deadline = time.monotonic() + 60
-    while playbooks_of(bed) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert playbooks_of(bed) == [], "the interrupted run's ansible-playbook still runs"
-    pending = bed.clear_secret("munge.key")
-    assert pending != old and (bed.mesh / "secrets" / ".munge-key-rotation").is_file()
-    containers = {"ctl": "e2e-head", "n1": "e2e-n1", "n2": "e2e-n2"}
-    keys = {name: subprocess.run(["docker", "exec", c, "cat", "/etc/munge/munge.key"], capture_output=True,
-                                 check=True).stdout for name, c in containers.items()}  # fmt: skip
-    assert {name: key == old for name, key in keys.items()} == dict.fromkeys(containers, True)
-    assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
-    again = bed.meshctl("rotate-munge-key", env=MITOGEN)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
-    assert "finished the rotation begun before" in again.stdout
-    assert bed.clear_secret("munge.key") == pending and not (bed.mesh / "secrets" / ".munge-key-rotation").exists()
-    for name, container in containers.items():
-        on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
-                                 check=True).stdout  # fmt: skip
-        assert on_node == pending, name
-    assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
-    # The copy made before the rotation would put the old key back: its apply stops before any
-    # change, naming both generations and the fix.
-    rolled = bed.meshctl("apply", "--mesh", str(stale))
-    said = rolled.stdout + rolled.stderr
-    assert rolled.returncode == 5, said[-3000:]
-    assert "it is an older copy of the mesh" in said and "Run meshctl from the copy that made" in said, said[-3000:]
-    assert re.search(r"generation \d+ \(munge key [0-9a-f]{16}\), the head holds generation \d+", said), said[-3000:]
-    for name, container in containers.items():
-        on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
-                                 check=True).stdout  # fmt: skip
-        assert on_node == pending, name  # nothing rolled back
+    try:
+        old = bed.clear_secret("munge.key")
+        stale = bed.root / "stale-copy"  # the mesh folder as a second laptop, or a backup, has it now
+        shutil.copytree(bed.mesh, stale, symlinks=True, ignore=shutil.ignore_patterns("logs", "mesh.lock"))
+        run = bed.spawn("rotate-munge-key")
+        wait_for_playbook(bed, "rotate-munge-key")
+        run.send_signal(signal.SIGINT)  # meshctl's terminal: ansible-playbook runs on a pty of its own
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 130, out[-3000:] + err
+        assert "error: interrupted (Ctrl+C) during the Ansible run" in err and "installed on" not in out + err
+        assert "the new munge key is pending" in err and "rotate-munge-key` again" in err
+        deadline = time.monotonic() + 60
+        while playbooks_of(bed) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert playbooks_of(bed) == [], "the interrupted run's ansible-playbook still runs"
+        pending = bed.clear_secret("munge.key")
+        assert pending != old and (bed.mesh / "secrets" / ".munge-key-rotation").is_file()
+        containers = {"ctl": "e2e-head", "n1": "e2e-n1", "n2": "e2e-n2"}
+        keys = {name: subprocess.run(["docker", "exec", c, "cat", "/etc/munge/munge.key"], capture_output=True,
+                                     check=True).stdout for name, c in containers.items()}  # fmt: skip
+        assert {name: key == old for name, key in keys.items()} == dict.fromkeys(containers, True)
+        assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
+        again = bed.meshctl("rotate-munge-key", env=MITOGEN)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr
+        assert "finished the rotation begun before" in again.stdout
+        assert bed.clear_secret("munge.key") == pending and not (bed.mesh / "secrets" / ".munge-key-rotation").exists()
+        for name, container in containers.items():
+            on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
+                                     check=True).stdout  # fmt: skip
+            assert on_node == pending, name
+        assert sorted(bed.as_user("srun -N3 hostname").split()) == ["e2e-head", "e2e-n1", "e2e-n2"]
+        # The copy made before the rotation would put the old key back: its apply stops before any
+        # change, naming both generations and the fix.
+        rolled = bed.meshctl("apply", "--mesh", str(stale))
+        said = rolled.stdout + rolled.stderr
+        assert rolled.returncode == 5, said[-3000:]
+        assert "it is an older copy of the mesh" in said and "Run meshctl from the copy that made" in said, said[-3000:]
+        assert re.search(r"generation \d+ \(munge key [0-9a-f]{16}\), the head holds generation \d+", said), said[
+            -3000:
+        ]
+        for name, container in containers.items():
+            on_node = subprocess.run(["docker", "exec", container, "cat", "/etc/munge/munge.key"], capture_output=True,
+                                     check=True).stdout  # fmt: skip
+            assert on_node == pending, name  # nothing rolled back
+    finally:  # never leave the rest of the file a rotation to finish: each converge of some nodes would be refused
+        if (bed.mesh / "secrets" / ".munge-key-rotation").exists():
+            bed.meshctl("rotate-munge-key", env=MITOGEN)
 
 
 def test_remove_node_waits_for_jobs_and_removes(bed):
