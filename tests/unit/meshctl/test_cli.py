@@ -664,3 +664,33 @@ def test_burst_remove_with_the_head_down_keeps_the_pool_and_its_retry_finishes(m
     done = invoke(mesh, "burst", "remove", "h100")
     assert done.exit_code == 0 and "pool h100: removed" in done.output, done.output
     assert "burst_pools" not in mesh.load()[1]
+
+
+def test_debug_shows_the_traceback_and_keeps_the_outcomes_exit_code(mesh, capsys, monkeypatch):
+    from meshctl.cli import main
+
+    mesh.inventory.write_text("all: [\n")
+    monkeypatch.setattr("sys.argv", ["meshctl", "--debug", "status", "--mesh", str(mesh.path)])
+    with pytest.raises(SystemExit) as code:
+        main()
+    err = capsys.readouterr().err
+    assert code.value.code == 3 and "Traceback" in err and "error: " in err
+
+
+def test_the_words_a_new_user_met(mesh):
+    """A quoted port, a provider list, (1 node): said as a person would."""
+    import yaml
+
+    data = yaml.safe_load(mesh.inventory.read_text())
+    data["all"]["hosts"]["head"]["ansible_port"] = "22"
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    quoted = invoke(mesh, "check")
+    assert quoted.exit_code == 3 and "write the number without quotes: ansible_port: 22" in quoted.output
+    data["all"]["hosts"]["head"]["ansible_port"] = 22
+    data["all"]["hosts"]["head"]["mesh_provider"] = "aws"
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    provider = invoke(mesh, "check")
+    assert provider.exit_code == 3 and "use one of " in provider.output and "('" not in provider.output
+    data["all"]["hosts"]["head"].pop("mesh_provider")
+    mesh.inventory.write_text(yaml.safe_dump(data))
+    assert "sound (1 node)" in invoke(mesh, "check").output
