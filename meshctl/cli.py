@@ -7,6 +7,7 @@ into one message on stderr and the error's exit code. ``--debug`` shows the trac
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -117,6 +118,10 @@ def main() -> None:
     with where tasks had run when it was inside an Ansible run, and never a word of success.
     """
     interrupt.install()
+    # Nothing meshctl or what it starts (ssh's known_hosts, a log, a recorded fact) makes in the
+    # mesh folder is writable by others, whatever the user's umask (002 is common): the folder's
+    # own check (mesh.check_ownership) would refuse it.
+    os.umask(os.umask(0) | 0o022)
     try:
         result = cli.main(prog_name="meshctl", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:

@@ -357,3 +357,18 @@ def test_sigterm_and_sighup_inside_ansible_are_128_plus_the_signal_and_stop_the_
     assert proc.returncode == 128 + number, out + err
     assert f"error: interrupted ({signal.Signals(number).name}" in err and "during the Ansible run" in err, err
     assert wait_for(lambda: not [p for p in seen_pids(tmp_path) if Path(f"/proc/{p}").exists()], 30)
+
+
+def test_a_group_writable_umask_makes_nothing_the_mesh_check_refuses(tmp_path):
+    """With the umask 002 many systems give users, what meshctl writes (init's folder, its secrets,
+    the generation, .gitignore) is writable by no one else: its own check passes the next time."""
+    script = ("import os, sys, runpy; os.umask(0o002); sys.argv = sys.argv[1:]; "
+              "runpy.run_module('meshctl', run_name='__main__')")  # fmt: skip
+    made = subprocess.run([sys.executable, "-c", script, "meshctl", "init", "trial", "--head", "local",
+                           "--mesh-address", "100.64.0.1", "--name", "desk"],
+                          capture_output=True, text=True, env=env_for(tmp_path), cwd=tmp_path, timeout=120)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    loose = [p for p in (tmp_path / "trial").rglob("*") if p.lstat().st_mode & 0o022]
+    assert loose == [], loose
+    checked = run_outcome(["check"], Mesh(tmp_path / "trial"), 0, tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
