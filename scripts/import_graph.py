@@ -39,9 +39,10 @@ LAYERS = (
 )  # fmt: skip
 # What a command (meshctl.commands.*) may import: it parses, calls its operation, prints. The
 # store, the providers, the model and the Ansible session are the operations' (meshctl.ops.work is
-# their one way to the store); the Ansible runner's Progress is the reporter a command supplies.
-COMMAND_IMPORTS = ("meshctl", "meshctl.display", "meshctl.progress", "meshctl.errors", "meshctl.options", "meshctl.completion",
-                   "meshctl.runner", "meshctl.ops", "meshctl.ops.*")  # fmt: skip
+# their one way to the store); Progress (meshctl.progress, also runner.Progress) is the reporter a
+# command supplies.
+COMMAND_IMPORTS = ("meshctl", "meshctl.display", "meshctl.progress", "meshctl.errors", "meshctl.options",
+                   "meshctl.completion", "meshctl.runner", "meshctl.ops", "meshctl.ops.*")  # fmt: skip
 COMMANDS = "meshctl.commands.*"
 # The one module that imports the collection's Python (the shared core, plugins/); nothing else in
 # meshctl imports it or loads it by name (resources.plugin): they import meshctl.core.
