@@ -48,6 +48,7 @@ COMMANDS = {
     "add-node": ["add-node", "root@127.0.0.2:NODE_PORT", "--name", "cpu9"],
     "burst remove": ["burst", "remove", "h100"],
     "init": ["init", "new-mesh", "--head", "root@127.0.0.2:NODE_PORT"],
+    "autostop": ["autostop", "gpu1", "30m"],
 }
 ANSIBLE_RUNS = {"status": ["status", "--timeout", "1", "-v"]}  # status reads without Ansible unless -v
 
@@ -91,7 +92,8 @@ def make_mesh(path: Path, port: int, requests: bool = False) -> Mesh:
     path.mkdir(mode=0o700)
     nodes = [Node("head1", "127.0.0.1", port=port, roles=["head", "compute"], state="active",
                   mesh_address="100.64.0.1"),
-             Node("gpu1", "127.0.0.1", port=port, state="active", mesh_address="100.64.0.2")]  # fmt: skip
+             Node("gpu1", "127.0.0.1", port=port, state="active", mesh_address="100.64.0.2", provider="paperspace",
+                  instance="paperspace:ps4xv2")]  # fmt: skip
     pool = {"name": "h100", "gpu": "H100", "gpus": 1, "max_nodes": 1, "max_price": 3.0, "providers": ["any"],
             "idle": 600, "cpus": 1, "memory_mb": 1024}  # fmt: skip
     mesh.save(nodes, {"slurm_accounting": True, "burst_pools": [pool]})
