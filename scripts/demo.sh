@@ -146,12 +146,17 @@ get = lambda path: json.load(urllib.request.urlopen(urllib.request.Request(api +
 run = get("/runs/get?run_id=$run_id")["run"]
 losses = get("/metrics/get-history?run_id=$run_id&metric_key=loss&max_results=10000")["metrics"]
 params = {p["key"]: p["value"] for p in run["data"]["params"]}
-checkpoint = "/mnt/shared-slurm/mlflow-artifacts/%s/%s/artifacts/checkpoint/model.pt" % (run["info"]["experiment_id"], "$run_id")
+# Artifacts live in the head's store, reached only through the server with an account that may
+# read the run (never on the share): the checkpoint as alice's account lists it.
+folder = "%s/%s/artifacts/checkpoint" % (run["info"]["experiment_id"], "$run_id")
+listed = json.load(urllib.request.urlopen(urllib.request.Request(
+    os.environ["MLFLOW_TRACKING_URI"] + "/api/2.0/mlflow-artifacts/artifacts?path=" + folder, headers=auth)))
+checkpoint = [f for f in listed.get("files", []) if f["path"] == "model.pt" and int(f.get("file_size", 0)) > 0]
 print("run", "$run_id", run["info"]["status"])
 print("world size", params["world_size"], "backend", params["backend"])
 print("steps logged", len(losses), "final loss", sorted(losses, key=lambda m: m["step"])[-1]["value"])
-print("checkpoint", checkpoint, "present" if os.path.exists(checkpoint) else "MISSING")
-complete = run["info"]["status"] == "FINISHED" and len(losses) == 60 and os.path.exists(checkpoint)
+print("checkpoint", folder + "/model.pt", "%s bytes" % checkpoint[0]["file_size"] if checkpoint else "MISSING")
+complete = run["info"]["status"] == "FINISHED" and len(losses) == 60 and bool(checkpoint)
 raise SystemExit(0 if complete else "demo: FAILED: the MLflow run is incomplete")
 PY
 say "meshctl doctor: every link between two nodes (iperf3), and an all-reduce across them"

@@ -22,7 +22,7 @@ def render(**variables) -> list[str]:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     base = {**defaults, "ansible_managed": "Ansible managed", "mesh_address": "100.64.0.1",
             "inventory_hostname": "head", "mlflow_venv_bytecode": True, "mlflow_cache_directory": "mlflow",
-            "mlflow_artifacts_dir": "/mnt/shared-slurm/mlflow-artifacts",
+            "mlflow_artifacts_dir": "/var/lib/mlflow/artifacts",
             "mlflow_auth_config": "/var/lib/mlflow/basic_auth.ini",
             "mlflow_secret_env": "/etc/mlflow/secret.env"}  # fmt: skip
     return env.get_template("mlflow.service.j2").render(**{**base, **variables}).splitlines()
@@ -134,3 +134,16 @@ def test_the_server_keeps_a_checked_credential_for_the_roles_period():
     settings = auth_settings()
     assert settings["authorization_function"] == "mlflow.server.auth:authenticate_request_basic_auth"
     assert settings["admin_password"] == "password-from-/secrets/mlflow_password"
+
+
+def test_the_artifact_store_is_on_the_heads_disk_not_on_the_share():
+    """Issue 76: a node's root speaks NFS as any uid (sec=sys), the mlflow uid's too: a store on the
+    share would let it read and rewrite every run's artifacts around MLflow's permissions."""
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables = {"mesh_share_path": "/mnt/shared-slurm", "mlflow_data_dir": defaults["mlflow_data_dir"]}
+    store = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(defaults["mlflow_artifacts_dir"])
+    where = Path(store.render(**variables))
+    assert where == Path(defaults["mlflow_data_dir"]) / "artifacts"
+    assert Path(variables["mesh_share_path"]) not in where.parents
+    # The server is told that folder (proxied serving: clients never see a path).
+    assert any(f"--artifacts-destination {where} " in line for line in render(mlflow_artifacts_dir=str(where)))
