@@ -64,6 +64,9 @@ ADVICE = {
     "tailnet": "tailnet is {detail}, not Running on {address}: `meshctl rotate-authkey --stored` logs it in",
     "share": "the share is {detail}: `meshctl apply --limit {name}` exports or mounts it again",
     "no-nfs-kernel": "kernel cannot mount NFS: jobs here do not see the share",
+    "address": "Slurm has its address as {detail}: someone with a node's root changed it (`scontrol update "
+    "nodeaddr=`); the head sets it back within slurm_names_interval seconds, and no node's /etc/hosts takes it "
+    "(docs/trust.md)",
     "slurm": "Slurm sees it {detail}: `scontrol show node {name}` says why (Reason=); "
     "`scontrol update nodename={name} state=resume` once fixed",
     "pod": "pod: daemons under supervisor, Slurm out through Tailscale's proxy, no NFS mount (docs/usage.md)",

@@ -10,6 +10,7 @@ words the advice.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 
@@ -26,6 +27,7 @@ PROBLEMS = (
     "userspace",  # tailscaled without a TUN device on a machine that should have one
     "tailnet",  # Tailscale is not Running on the node's mesh address
     "share",  # the shared folder is not exported (head), not in fstab or not the head's share (node)
+    "address",  # Slurm's address for the node (NodeAddr) is not meshctl's record (detail: both)
     "no-nfs-kernel",  # the node's kernel cannot mount NFS (a container): jobs do not see the share
     "slurm",  # Slurm does not see the node in a state that takes jobs (detail: the state)
     "pod",  # healthy, but a pod: said so (no NFS mount, Slurm through Tailscale's proxy)
@@ -65,6 +67,23 @@ def slurm_rows(sinfo):
         reason = reason if REASON.fullmatch(reason) else "?"
         rows[parts[0]] = {"state": state, "gres": gres, "ready": mesh_slurm.ready(state), "reason": reason}
     return rows
+
+
+def slurm_addresses(sinfo):
+    """{node: its address in Slurm} from ``sinfo --Node --format=%N|%o`` (the probe's ``addresses``,
+    beside the rows). What is no IP address (a powered-down cloud node's own name) is left out; an
+    address a node's root set may be any text, and is shown only when it is an address."""
+    found = {}
+    text = str(((sinfo or {}).get("addresses") or {}).get("stdout", ""))
+    for line in text.splitlines()[:MAX_NODES]:
+        parts = line.strip().split("|")
+        if len(parts) != 2 or not NAME.fullmatch(parts[0]):
+            continue
+        try:
+            found[parts[0]] = str(ipaddress.ip_address(parts[1]))
+        except ValueError:
+            found[parts[0]] = "not-an-address" if parts[1] != parts[0] else None
+    return {name: address for name, address in found.items() if address}
 
 
 def rented_rows(records):
@@ -138,13 +157,15 @@ def node_status(probe, expect, sinfo=None):
         record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"])
     if probe.get("rented") is not None:  # the head of a mesh with burst pools: the machines it rented
         record["rented"] = rented_rows(probe["rented"])
-    record["problem"], record["detail"] = judge(record, expect)
+    in_slurm = slurm_addresses(sinfo).get(expect.get("name"))
+    record["problem"], record["detail"] = judge(record, expect, in_slurm)
     record["healthy"] = record["problem"] in HEALTHY_PROBLEMS
     return record
 
 
-def judge(record, expect):
-    """(problem, detail): the first of ``PROBLEMS`` the record shows, "" when none."""
+def judge(record, expect, in_slurm=None):
+    """(problem, detail): the first of ``PROBLEMS`` the record shows, "" when none. ``in_slurm``: the
+    node's address in Slurm (NodeAddr; ``not-an-address`` for other text), None when Slurm gave none."""
     if not expect.get("active"):
         return "pending", ""
     down = [name for name, state in record["services"].items() if state != "active"]
@@ -160,6 +181,8 @@ def judge(record, expect):
     share = record["share"]
     if not expect.get("pod") and share not in SHARE_OK:
         return "share", str(share)
+    if in_slurm and expect.get("address") and in_slurm != expect["address"]:
+        return "address", f"{in_slurm}, meshctl recorded {expect['address']}"
     slurm = record["slurm"]
     if expect.get("compute") and not (slurm or {}).get("ready"):
         reason = (slurm or {}).get("reason")

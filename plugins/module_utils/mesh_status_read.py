@@ -18,6 +18,8 @@ import urllib.parse
 
 LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G|%E"]
+# Each node's address in Slurm (NodeAddr), beside the rows: compared with meshctl's record.
+ADDRESSES = ["sinfo", "--noheader", "--Node", "--format=%N|%o"]
 
 
 def run(argv, timeout):
@@ -156,6 +158,13 @@ def rented_records(folder):
     return records
 
 
+def sinfo(timeout):
+    """sinfo's rows (rc, stdout), and each node's address in Slurm beside them (``addresses``)."""
+    rows = run(SINFO, timeout)
+    rows["addresses"] = run(ADDRESSES, timeout) if rows["rc"] == 0 else {"rc": rows["rc"], "stdout": ""}
+    return rows
+
+
 def read(params):
     """Everything asked for (the module's options, as a dict), in the module's ``status`` shape."""
     timeout = int(params.get("timeout") or 5)
@@ -164,7 +173,7 @@ def read(params):
     url = params.get("url")
     return {
         "services": service_states(list(params.get("services") or []), bool(params.get("supervisor")), timeout),
-        "sinfo": run(SINFO, timeout) if params.get("sinfo") else None,
+        "sinfo": sinfo(timeout) if params.get("sinfo") else None,
         "tailscale": run(["tailscale", "status", "--json"], timeout) if params.get("tailscale") else None,
         "mount": mount_state(
             mount_path,

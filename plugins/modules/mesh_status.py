@@ -29,7 +29,9 @@ options:
     type: bool
     default: false
   sinfo:
-    description: Read every node's state, GRES and reason in Slurm (C(sinfo --Node)); the controller's view.
+    description: >-
+      Read every node's state, GRES and reason in Slurm (C(sinfo --Node)), and its address (NodeAddr);
+      the controller's view.
     type: bool
     default: false
   tailscale:
@@ -95,7 +97,9 @@ status:
       description: Each service and its state (C(active), C(inactive), C(failed), C(unknown), ...).
       type: dict
     sinfo:
-      description: C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%T|%G|%E) (name, state, GRES, reason).
+      description: >-
+        C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%T|%G|%E) (name, state, GRES, reason),
+        and C(addresses), C(rc) and C(stdout) of C(sinfo --noheader --Node --format=%N|%o) (name, NodeAddr).
       type: dict
     tailscale:
       description: C(rc) and C(stdout) of C(tailscale status --json).

@@ -1,5 +1,7 @@
-"""meshctl-names (roles/slurm/files/meshctl-names): Slurm's node list into /etc/hosts."""
+"""meshctl-names (roles/slurm/files/meshctl-names): meshctl's record of the nodes into /etc/hosts;
+on the head, a NodeAddr in Slurm that differs from the record set back."""
 
+import os
 import socket
 import types
 from pathlib import Path
@@ -19,39 +21,66 @@ def names():
     return module
 
 
-# `scontrol show nodes --oneliner` as Slurm 22.05 prints it (fields cut for width), one node idle,
-# one powered down whose address Slurm reset to its name, one whose NodeAddr is hostile text.
+# `scontrol show nodes --oneliner` as Slurm 22.05 prints it (fields cut for width): gpu1's NodeAddr
+# changed by a node's root, a pool node powered down (Slurm reset its address to its name), one
+# whose NodeAddr is hostile text, one meshctl never recorded.
 NODES = (
     "NodeName=head Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=100.100.20.10 NodeHostName=head"
     " Version=22.05.8 State=IDLE Partitions=main\n"
-    "NodeName=gpu1 Arch=x86_64 CPUAlloc=0 Gres=gpu:rtx_a5000:1 NodeAddr=100.100.20.11 NodeHostName=gpu1"
+    "NodeName=gpu1 Arch=x86_64 CPUAlloc=0 Gres=gpu:rtx_a5000:1 NodeAddr=100.100.20.66 NodeHostName=gpu1"
     " State=IDLE Partitions=main,gpu\n"
-    "NodeName=gpu2 CoresPerSocket=1 NodeAddr=gpu2 NodeHostName=gpu2 State=IDLE+CLOUD+POWERED_DOWN\n"
-    "NodeName=evil NodeAddr=127.0.0.1 State=IDLE\n"
-    "NodeName=bad_name NodeAddr=100.100.20.14 State=IDLE\n"
+    "NodeName=pool-a-1 CoresPerSocket=1 NodeAddr=pool-a-1 NodeHostName=pool-a-1 State=IDLE+CLOUD+POWERED_DOWN\n"
+    "NodeName=cpu1 NodeAddr=$(reboot);x State=IDLE\n"
+    "NodeName=localhost NodeAddr=100.100.20.66 State=IDLE\n"
 )
-CONFIG = "AccountingStorageType   = (null)\nSlurmctldHost[0]        = ctl(100.100.20.9)\nSlurmctldPort = 6817\n"
+RECORD = (
+    "# Ansible managed\n"
+    "100.100.20.10 head\n100.100.20.11 gpu1\n100.100.20.12 cpu1\n100.100.20.40 pool-a-1 moves\n"
+    "127.0.0.1 evil\n100.100.20.14 bad_name\n100.100.20.15 localhost\n100.100.20.16 cpu9 extra\n"
+    "100.100.20.17 head\n"
+)
 CLOUD_HOSTS = "127.0.0.1\tlocalhost\n127.0.1.1\tgpu1.example.internal gpu1\n::1 localhost ip6-localhost\n"
 
 
-def test_nodes_and_the_controller_are_read_and_what_is_no_name_or_address_is_left_out(names):
-    assert names.parse_nodes(NODES) == {"head": "100.100.20.10", "gpu1": "100.100.20.11"}
-    assert names.parse_controllers(CONFIG) == {"ctl": "100.100.20.9"}
-    assert names.parse_controllers("SlurmctldHost[0] = ctl(1.2.3.4\n") == {}
+def test_the_record_gives_each_node_once_and_what_is_no_name_or_address_is_left_out(names):
+    entries, pool = names.parse_record(RECORD)
+    assert entries == {"head": "100.100.20.10", "gpu1": "100.100.20.11", "cpu1": "100.100.20.12",
+                       "pool-a-1": "100.100.20.40"}  # fmt: skip
+    assert pool == {"pool-a-1"}
+
+
+def test_the_records_template_writes_what_the_program_reads(names):
+    """roles/slurm/templates/names.record.j2, rendered as the role does, parsed back."""
+    import jinja2
+
+    template = (PROGRAM.parents[1] / "templates" / "names.record.j2").read_text()
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(
+        {"comment": lambda text: "# " + text, "ansible.utils.ipv4": lambda v: v if v.count(".") == 3 else False}
+    )
+    hostvars = {"head": {"mesh_address": "100.100.20.10"}, "gpu1": {"mesh_address": "100.100.20.11"},
+                "pool-a-1": {"mesh_address": "100.100.20.40"}, "pool-a-2": {}}  # fmt: skip
+    text = env.from_string(template).render(
+        ansible_managed="Ansible managed", hostvars=hostvars, slurm_controller_group="head",
+        slurm_compute_group="compute", groups={"head": ["head"], "compute": ["head", "gpu1", "pool-a-1", "pool-a-2"]},
+        mesh_relaunch_nodes=["pool-a-1", "pool-a-2"],
+    )  # fmt: skip
+    assert names.parse_record(text) == (
+        {"head": "100.100.20.10", "gpu1": "100.100.20.11", "pool-a-1": "100.100.20.40"},
+        {"pool-a-1"},
+    )
 
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "scontrol" / "slurm-22.05"
 
 
-def test_what_slurm_22_05_printed_gives_every_node_and_the_controller(names):
-    nodes = names.parse_nodes((RECORDED / "show-nodes-oneliner.txt").read_text())
-    assert nodes == {
+def test_what_slurm_22_05_printed_gives_every_nodes_address(names):
+    assert names.slurm_addresses((RECORDED / "show-nodes-oneliner.txt").read_text()) == {
         "head": "100.100.10.10",
         "gpu1": "100.100.10.11",
         "cpu1": "100.100.10.12",
         "cpu13": "100.100.10.13",
     }
-    assert names.parse_controllers((RECORDED / "show-config.txt").read_text()) == {"head": "100.100.10.10"}
 
 
 @pytest.mark.parametrize("address", ["127.0.1.1", "0.0.0.0", "224.0.0.1", "fe80::1", "gpu2", "1.2.3.4;", ""])
@@ -86,36 +115,109 @@ def test_the_hostname_beside_its_node_name_never_over_another_nodes_name(names):
     assert names.HIDDEN + "127.0.1.1 e2e-head" in text.splitlines()
 
 
-def fake_scontrol(tmp_path, nodes: str, config: str, fail: bool = False) -> str:
+def fake_scontrol(tmp_path, nodes: str, fail: bool = False) -> str:
+    """An scontrol that prints NODES for `show nodes` and logs every call's arguments."""
     script = tmp_path / "scontrol"
     (tmp_path / "nodes.txt").write_text(nodes)
-    (tmp_path / "config.txt").write_text(config)
     script.write_text(
         "#!/bin/sh\n"
+        + f'echo "$@" >> {tmp_path}/calls.txt\n'
         + ("exit 1\n" if fail else "")
-        + f'case "$2" in nodes) cat {tmp_path}/nodes.txt ;; config) cat {tmp_path}/config.txt ;; esac\n'
+        + f'case "$2" in nodes) cat {tmp_path}/nodes.txt ;; esac\n'
     )
     script.chmod(0o755)
     return str(script)
 
 
-def test_the_program_writes_once_and_leaves_the_file_when_slurm_cannot_be_asked(names, tmp_path, monkeypatch):
+@pytest.fixture
+def record(names, tmp_path, monkeypatch):
+    """The record in a folder of its own, owned by whoever runs the tests (root on the nodes)."""
+    folder = tmp_path / "share"
+    folder.mkdir()
+    folder.chmod(0o1777)  # the share's top: every job user writes there, the sticky bit keeps root's files root's
+    path = folder / ".meshctl-names"
+    path.write_text(RECORD)
+    path.chmod(0o644)
+    monkeypatch.setattr(names, "OWNER", os.getuid())
+    return path
+
+
+def test_the_program_writes_the_record_once_and_leaves_the_file_when_there_is_none(
+    names, record, tmp_path, monkeypatch
+):
     hosts = tmp_path / "hosts"
     hosts.write_text(CLOUD_HOSTS)
-    monkeypatch.setattr(names, "SCONTROL", fake_scontrol(tmp_path, NODES, CONFIG))
+    monkeypatch.setattr(names, "SCONTROL", fake_scontrol(tmp_path, NODES))
     me = socket.gethostname().split(".")[0]
-    assert names.main(["--self", "gpu1", "--hosts", str(hosts)]) == 0
+    args = ["--self", "gpu1", "--record", str(record), "--hosts", str(hosts)]
+    assert names.main(args) == 0
     written = hosts.read_text()
-    assert "100.100.20.11 gpu1" + (f" {me.lower()}" if me.lower() not in ("gpu1", "head", "ctl") else "") in written
-    assert "100.100.20.9 ctl" in written and "127.0.0.1" not in written.split(names.END)[0]
+    assert (
+        "100.100.20.11 gpu1" + (f" {me.lower()}" if me.lower() not in ("gpu1", "head", "cpu1", "pool-a-1") else "")
+        in written
+    )
+    assert "100.100.20.10 head" in written and "127.0.0.1" not in written.split(names.END)[0]
+    assert "100.100.20.66" not in written  # Slurm's word is never taken
+    assert not (tmp_path / "calls.txt").exists()  # a node does not ask Slurm at all
     inode = hosts.stat().st_ino
-    assert names.main(["--self", "gpu1", "--hosts", str(hosts)]) == 0
+    assert names.main(args) == 0
     assert hosts.stat().st_ino == inode  # nothing changed: not written again
-    monkeypatch.setattr(names, "SCONTROL", fake_scontrol(tmp_path, "", "", fail=True))
-    assert names.main(["--self", "gpu1", "--hosts", str(hosts)]) == 0
+    record.unlink()
+    assert names.main(args) == 0  # the share not mounted yet: left as it is
     assert hosts.read_text() == written
     assert names.main(["--remove", "--hosts", str(hosts)]) == 0
     assert hosts.read_text() == CLOUD_HOSTS
+
+
+def test_the_head_sets_a_changed_node_address_back_and_says_so(names, record, tmp_path, monkeypatch, capsys):
+    hosts = tmp_path / "hosts"
+    hosts.write_text(CLOUD_HOSTS)
+    monkeypatch.setattr(names, "SCONTROL", fake_scontrol(tmp_path, NODES))
+    assert names.main(["--self", "head", "--record", str(record), "--hosts", str(hosts), "--revert"]) == 0
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    # gpu1 (changed) and cpu1 (hostile text) set back; head agrees; a node that moves and a name
+    # meshctl never recorded are left to Slurm.
+    assert calls == ["show nodes --oneliner", "update NodeName=cpu1 NodeAddr=100.100.20.12",
+                     "update NodeName=gpu1 NodeAddr=100.100.20.11"]  # fmt: skip
+    said = capsys.readouterr().err
+    assert "gpu1's NodeAddr in Slurm was 100.100.20.66, meshctl's record says 100.100.20.11: set back" in said
+    assert "cpu1's NodeAddr in Slurm was (not an address)" in said and "$(reboot)" not in said
+    assert "100.100.20.11 gpu1" in hosts.read_text()
+
+
+@pytest.mark.parametrize("plant", ["link", "group-writable", "folder-writable", "folder-link", "another-owner", "fifo"])
+def test_a_record_others_may_have_written_is_refused_and_hosts_left_alone(
+    names, record, tmp_path, monkeypatch, plant, capsys
+):
+    hosts = tmp_path / "hosts"
+    hosts.write_text(CLOUD_HOSTS)
+    path = record
+    if plant == "link":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.write_text("100.100.20.66 gpu1\n")
+        record.unlink()
+        record.symlink_to(elsewhere)
+    elif plant == "group-writable":
+        record.chmod(0o664)
+    elif plant == "folder-writable":
+        record.parent.chmod(0o777)  # without the sticky bit: anyone could rename another file over it
+    elif plant == "folder-link":
+        (tmp_path / "linked").symlink_to(record.parent)
+        path = tmp_path / "linked" / record.name
+    elif plant == "another-owner":
+        monkeypatch.setattr(names, "OWNER", os.getuid() + 1)
+    elif plant == "fifo":
+        record.unlink()
+        os.mkfifo(record)
+    assert names.main(["--self", "gpu1", "--record", str(path), "--hosts", str(hosts)]) == 1
+    assert hosts.read_text() == CLOUD_HOSTS
+    assert "refused" in capsys.readouterr().err
+
+
+def test_a_record_larger_than_any_mesh_is_refused(names, record, tmp_path):
+    record.write_text("100.100.20.11 gpu1\n" * (names.MAX_RECORD // 10))
+    with pytest.raises(names.RecordError, match="larger"):
+        names.read_record(str(record))
 
 
 def test_a_file_that_cannot_be_renamed_over_is_written_in_place(names, tmp_path, monkeypatch):

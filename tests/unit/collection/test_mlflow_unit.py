@@ -137,7 +137,7 @@ def test_the_server_keeps_a_checked_credential_for_the_roles_period():
 
 
 def test_the_artifact_store_is_on_the_heads_disk_not_on_the_share():
-    """Issue 76: a node's root speaks NFS as any uid (sec=sys), the mlflow uid's too: a store on the
+    """A node's root speaks NFS as any uid (sec=sys), the mlflow uid's too: a store on the
     share would let it read and rewrite every run's artifacts around MLflow's permissions."""
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables = {"mesh_share_path": "/mnt/shared-slurm", "mlflow_data_dir": defaults["mlflow_data_dir"]}

@@ -166,6 +166,40 @@ def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
     assert "fix: start them" in result.output and "converges the reachable" not in result.output
 
 
+def with_addresses(read, **addresses):
+    """The head's read with each node's address in Slurm beside its rows (sinfo --format=%N|%o)."""
+    wanted = {"head": "100.64.0.1", "gpu1": "100.64.0.2", "cpu1": "100.64.0.3", **addresses}
+    read["sinfo"] = {
+        **read["sinfo"],
+        "addresses": {"rc": 0, "stdout": "".join(f"{n}|{a}\n" for n, a in wanted.items())},
+    }
+    return read
+
+
+def test_a_node_address_in_slurm_other_than_meshctls_record_is_a_problem_named_with_both(mesh, fake):
+    """A node's root changed gpu1's NodeAddr (scontrol update, with the munge key)."""
+    fake.reads = {**healthy_reads(), "head": with_addresses(head_read())}
+    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    assert healthy and all(r.problem == "" for r in rows)  # every NodeAddr is the record's
+    fake.reads = {**healthy_reads(), "head": with_addresses(head_read(), gpu1="100.64.0.3", cpu1="$(reboot)")}
+    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    by_name = {r.name: r for r in rows}
+    assert not healthy and by_name["head"].problem == ""
+    assert by_name["gpu1"].problem == "address" and not by_name["gpu1"].healthy
+    assert "Slurm has its address as 100.64.0.3, meshctl recorded 100.64.0.2" in by_name["gpu1"].error
+    assert "sets it back" in by_name["gpu1"].error
+    assert (
+        "not-an-address, meshctl recorded 100.64.0.3" in by_name["cpu1"].error and "reboot" not in by_name["cpu1"].error
+    )
+
+
+def test_a_cloud_node_powered_down_has_its_own_name_as_address_and_that_is_no_problem():
+    rows = flt().slurm_addresses(
+        {"addresses": {"rc": 0, "stdout": "pool-a-1|pool-a-1\ngpu1|100.64.0.2\nEVIL|1.2.3.4\n"}}
+    )
+    assert rows == {"gpu1": "100.64.0.2"}
+
+
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
     fake.reads = {**healthy_reads(), "cpu1": node_read(nfs="fstab-only")}
     rows, _mlflow, healthy = status_op.status(reading(mesh))
