@@ -164,6 +164,14 @@ class PodBackend(DockerBackend):
         self.recreate(machine)
 
 
+class _Server(ThreadingHTTPServer):
+    """Python's server, with a listen backlog a busy test's bursts fit in (socketserver's 5 made a
+    client's connect reset under load: a provider's API never does that for a handful of requests)."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class Standin:
     """One provider's API on <bind>:<port> (127.0.0.1 unless a Docker node must reach it: then the
     network's gateway); ``url`` is its base URL (what MESHCTL_*_API_URL takes)."""
@@ -180,6 +188,7 @@ class Standin:
         self.fail_create_after: int | None = None  # a create is done, then answered with this 5xx
         # Creates refused for one offer: (the body's fields that pick it, status, answer), each used once.
         self.refuse_create: list[tuple[dict, int, object]] = []
+        self.emailed: list[bool] = []  # Paperspace: each create's emailPassword (mailed unless false)
         self.patched_running: list[str] = []  # Runpod: pods edited while they ran (each such edit resets one)
         self.page_size = 2  # Paperspace: the most machines one page holds here (its limit is honoured below it)
         self.rate_limit: str | None = None  # Runpod: the RateLimit header of every answer (None: not sent)
@@ -199,7 +208,7 @@ class Standin:
         self.network_volumes: dict[str, str] = {}  # Runpod: network volume id -> its data centre
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer((bind, 0), self._handler())
+        self.server = _Server((bind, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
@@ -560,6 +569,7 @@ class Standin:
             return 200, {"hasMore": more, "nextPage": page[-1].id if more else None,
                          "items": [self.render(m) for m in page]}  # fmt: skip
         if path == "/v1/machines" and method == "POST":
+            self.emailed.append(body.get("emailPassword", True))  # the document's default: mailed
             if self.backend.capacity <= 0:
                 return 400, {"code": "BAD_REQUEST", "message": "Machine type is out of capacity in this region"}
             self.backend.capacity -= 1
@@ -574,6 +584,8 @@ class Standin:
             return self._not_found("Machine")
         if method == "GET" and not m.group(2):
             return 200, self.render(machine)
+        if method == "PATCH" and m.group(2) == "/start" and machine.state == "booting":
+            return 409, {"code": "CONFLICT", "message": "This machine is currently starting."}
         if method == "PATCH" and m.group(2) == "/start" and self.backend.capacity <= 0:
             return 400, {"code": "BAD_REQUEST", "message": self.backend.refusal}
         if method == "PATCH" and m.group(2) in ("/start", "/stop"):

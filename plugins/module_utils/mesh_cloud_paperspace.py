@@ -147,7 +147,9 @@ class Client:
                              kind="capacity")  # fmt: skip
         body = {"name": request["name"], "machineType": request["type"], "region": request["region"],
                 "templateId": request["template_id"], "diskSize": int(request.get("volume_gb") or 100),
-                "publicIpType": "dynamic", "startOnCreate": True}  # fmt: skip
+                "publicIpType": "dynamic", "startOnCreate": True,
+                # Paperspace mails the machine's password by default: nobody logs in with it here.
+                "emailPassword": False}  # fmt: skip
         answer = self.http.request("POST", "/machines", body)
         data = answer.get("data", answer) if isinstance(answer, dict) else None
         return normalize(data, self.prices)["id"]
@@ -166,7 +168,13 @@ class Client:
         self.http.request("PATCH", f"/machines/{instance_id}/stop", {})
 
     def start(self, instance_id):
-        self.http.request("PATCH", f"/machines/{instance_id}/start", {})
+        """Start a stopped machine. A 409 ("This machine is currently starting.") is no failure when
+        the machine is on its way or up (asked again: Paperspace says the state, not which state)."""
+        try:
+            self.http.request("PATCH", f"/machines/{instance_id}/start", {})
+        except CloudError as exc:
+            if exc.kind != "conflict" or self.get(instance_id)["status"] not in ("starting", "running"):
+                raise
 
     def terminate(self, instance_id):
         self.http.request("DELETE", f"/machines/{instance_id}")

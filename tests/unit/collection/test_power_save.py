@@ -300,6 +300,21 @@ def test_a_pod_with_a_host_bound_volume_whose_host_is_full_is_marked_down_and_ke
         assert "started with 0 of 1 GPUs" in calls and "tied to that host" in calls
 
 
+def test_a_start_answered_currently_starting_is_a_start_not_a_node_down(program):
+    """Paperspace answers 409 "This machine is currently starting." to a start of a machine on its way
+    (a resume asked twice, a start from the console): the node is not marked DOWN."""
+    with Standin("paperspace") as api:
+        machine = api.add("n1", "A4000", 1, 0.76, state="booting")
+        plan = {"n1": {"instance": f"paperspace:{machine.id}", "provider": "paperspace", "id": machine.id,
+                       "idle_stop": 60}}  # fmt: skip
+        (program.conf / "nodes.json").write_text(json.dumps(plan))
+        (program.conf / "api-urls.json").write_text(json.dumps({"paperspace": api.url}))
+        done = program("resume", "n1")
+        assert done.returncode == 0, done.stderr + program.log.read_text()
+        assert ("PATCH", f"/v1/machines/{machine.id}/start", 409) in [a[:3] for a in api.answers]
+        assert "state=down" not in (program.calls.read_text() if program.calls.exists() else "")
+
+
 def test_a_refused_start_marks_the_node_down_with_the_providers_reason(program):
     with Standin("paperspace") as api:
         machine = api.add("n1", "A4000", 1, 0.76, state="stopped")

@@ -652,6 +652,36 @@ def test_paperspace_is_asked_for_availability_before_a_create(mesh, monkeypatch)
         assert "/v1/machine-availability?machineType=A4000&region=ny2" in [p for _m, p in api.requests]
 
 
+def test_a_paperspace_start_answered_currently_starting_is_no_failure():
+    """PATCH /machines/{id}/start answers 409 "This machine is currently starting." while the machine
+    is on its way: the start is done. A 409 on a machine that is not starting stays an error."""
+    with Standin("paperspace") as api:
+        booting = api.add("n1", "A4000", 1, 0.76, state="booting")
+        client, _ = client_for(api)
+        client.start(booting.id)
+        assert ("PATCH", f"/v1/machines/{booting.id}/start", 409) in [a[:3] for a in api.answers]
+        assert booting.state == "booting"
+        # The same answer while the machine is off (a start that will not come) is said.
+        api.fail_next.append((409, {"code": "CONFLICT", "message": "This machine is currently starting."}, {}))
+        stopped = api.add("n2", "A4000", 1, 0.76, state="stopped")
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.start(stopped.id)
+        assert caught.value.kind == "conflict" and "currently starting" in caught.value.message
+
+
+def test_a_paperspace_machine_is_created_without_mailing_its_password():
+    """emailPassword defaults to true (the create's schema, from Paperspace's document): meshctl sends
+    false, as nobody logs in with that password."""
+    schema = api_schemas.load("paperspace")["endpoints"]["POST /machines"]["request"]["properties"]
+    assert schema["emailPassword"]["default"] is True
+    with Standin("paperspace") as api:
+        client, _ = client_for(api)
+        client.launch({"type": "A4000", "name": "n1", "region": "ny2", "template_id": "t1"})
+        assert api.emailed == [False]
+        (body,) = [b for m, path, b in api.bodies if (m, path) == ("POST", "/v1/machines")]
+        assert body["emailPassword"] is False
+
+
 def test_machines_says_what_a_stopped_instance_still_bills(mesh, two_providers):
     """Stopped is not free: Runpod bills a stopped pod's volume disk (its Manage Pods page)."""
     _lam, rp = two_providers
