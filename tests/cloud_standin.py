@@ -24,6 +24,7 @@ import json
 import re
 import shlex
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -53,6 +54,7 @@ class Machine:
     # A Runpod pod's volume: host-bound (`persistent`, the default) or a network volume (`network`).
     mounts: dict = field(default_factory=lambda: {"persistent": {"size": 20, "path": "/workspace"}})
     data_center: str = "US-KS-2"  # a Runpod pod's data centre
+    hostname: str = ""  # a Lambda instance's hostname, as its launch gave it ("": an address-based one)
     # A stopped Runpod pod whose host's GPUs were rented meanwhile (the Zero GPU Pods page): its start
     # is refused ("refuse") or gives it none ("zero": running, answered without `gpu`).
     host_full: str = ""
@@ -188,6 +190,11 @@ class Standin:
         self.fail_create_after: int | None = None  # a create is done, then answered with this 5xx
         # Creates refused for one offer: (the body's fields that pick it, status, answer), each used once.
         self.refuse_create: list[tuple[dict, int, object]] = []
+        # Lambda: "one request per 12 seconds" for launches, the account's (0: not enforced here, for
+        # tests whose clients pace on a fake clock); clock() is the stand-in's time, settable with it.
+        self.launch_spacing = 0.0
+        self.clock = time.time
+        self.launched_at: float | None = None
         self.emailed: list[bool] = []  # Paperspace: each create's emailPassword (mailed unless false)
         self.patched_running: list[str] = []  # Runpod: pods edited while they ran (each such edit resets one)
         self.page_size = 2  # Paperspace: the most machines one page holds here (its limit is honoured below it)
@@ -275,12 +282,16 @@ class Standin:
             return {
                 "id": m.id, "name": m.name, "ip": m.ip, "private_ip": "10.19.0.2", "status": status,
                 "ssh_key_names": list(m.keys or ["meshctl"]), "file_system_names": [],
-                "hostname": m.ip.replace(".", "-"), "region": {"name": m.region, "description": "Virginia, USA"},
+                "hostname": m.hostname or m.ip.replace(".", "-"),
+                "region": {"name": m.region, "description": "Virginia, USA"},
                 "instance_type": {"name": m.kind, "description": f"{m.gpus}x {m.kind}",
                                   "gpu_description": m.kind.removeprefix("gpu_").split("_", 1)[-1].upper(),
                                   "price_cents_per_hour": round(m.price * 100),
                                   "specs": {"vcpus": 30, "memory_gib": 200, "storage_gib": 1400, "gpus": m.gpus}},
-                "jupyter_token": "x", "jupyter_url": "https://jupyter.example", "is_reserved": False,
+                "jupyter_token": "x", "jupyter_url": "https://jupyter.example", "tags": [],
+                "actions": {action: {"available": True} if status == "active" or action == "terminate" else
+                            {"available": False, "reason_code": "vm-has-not-launched"}
+                            for action in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")},
             }  # fmt: skip
         if self.provider == "runpod":
             status = {"running": "RUNNING", "stopped": "EXITED", "booting": "STARTING",
@@ -424,6 +435,11 @@ class Standin:
             machine = self.backend.machines.get(m.group(1))
             return (200, {"data": self.render(machine)}) if machine else self._not_found("Instance")
         if path == "/api/v1/instance-operations/launch" and method == "POST":
+            now = self.clock()
+            if self.launched_at is not None and now - self.launched_at < self.launch_spacing:
+                self.launched_at = now  # a refused request counts against the limit too
+                return 429, {"error": {"code": "global/too-many-requests", "message": "Too many requests"}}
+            self.launched_at = now
             if self.backend.capacity <= 0:
                 return 400, {"error": {"code": "instance-operations/launch/insufficient-capacity",
                                        "message": "Not enough capacity to fulfill launch request.",
@@ -439,6 +455,7 @@ class Standin:
             cents = self.instance_types[kind][2] if kind in self.instance_types else 129
             machine = self.add(body.get("name") or "", kind, int(re.search(r"_(\d+)x_", kind).group(1)), cents / 100)
             machine.region, machine.keys = body.get("region_name") or "us-east-1", list(names)
+            machine.hostname = body.get("hostname") or ""
             machine.public_keys = [self.ssh_keys[n] for n in names]
             self.backend.created(machine)
             return 200, {"data": {"instance_ids": [machine.id]}}

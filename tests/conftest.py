@@ -21,6 +21,37 @@ def fixtures_in(folder: str) -> list[str]:
     return sorted(f"{folder}/{p.name}" for p in (FIXTURES / folder).glob("*.txt"))
 
 
+class AccountClock:
+    """A clock that moves only when slept on."""
+
+    def __init__(self):
+        self.now = 1_000_000_000.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(round(seconds, 3))
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def account_clock(tmp_path_factory, monkeypatch):
+    """The Lambda account's launch pacing (LaunchPacer) on a clock of its own for each test, with its
+    own record of the last launch: a test's launches are 12 s apart without waiting them out, and
+    none waits for another test's. (A program a test starts in a process of its own paces in real
+    time, with the test's record.)"""
+    from meshctl import resources
+
+    monkeypatch.setenv("MESHCTL_PACE_DIR", str(tmp_path_factory.mktemp("pace")))
+    timer = AccountClock()
+    pacer = resources.plugin("module_utils.mesh_cloud_lambda").LaunchPacer
+    monkeypatch.setattr(pacer, "wall", staticmethod(timer.clock))
+    monkeypatch.setattr(pacer, "sleep", staticmethod(timer.sleep))
+    return timer
+
+
 @pytest.fixture(scope="session")
 def hw():
     from meshctl.hardware import mesh_hw

@@ -64,7 +64,7 @@ LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
 HOST_RE = re.compile(rf"(?=.{{1,253}}\Z){LABEL}(?:\.{LABEL})*")
 USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 KINDS = ("auth", "billing", "capacity", "pool", "quota", "not-found", "rate-limit", "unsupported", "unreachable",
-         "bad-answer", "conflict", "invalid", "created", "error")  # fmt: skip
+         "bad-answer", "conflict", "invalid", "created", "transient", "error")  # fmt: skip
 # A create refused for one offer only: another candidate may be created (meshctl tries the next).
 CANDIDATE_KINDS = ("capacity", "pool")
 LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "public_key", "template_id", "cloud",
@@ -410,7 +410,9 @@ class Http:
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
                 # 429: nothing was done, ask again. A 5xx or a lost connection may have done it: only a
                 # read is asked again (a launch sent twice could rent two machines).
-                if (status == 429 or (status >= 500 and method == "GET")) and attempt < self.retries:
+                # A provider's own word that the trouble is passing (Lambda's provider/ codes) is a 5xx.
+                passing = status >= 500 or self.describe(status, payload)[1] == "transient"
+                if (status == 429 or (passing and method == "GET")) and attempt < self.retries:
                     delay = _delay(retry_after, attempt)
                     if status == 429 and self.clock() + delay > ends:
                         raise self.rate_limited(delay, f"its Retry-After: {delay:g} s") from None
@@ -453,6 +455,7 @@ class Http:
             "not-found": "`meshctl machines` lists what the provider has",
             "conflict": "the instance is not in a state that allows it now: `meshctl machines` shows its status",
             "invalid": "meshctl sent something the provider refuses: report it with the message above",
+            "transient": "the provider says its own side is unavailable for a moment: try again shortly",
         }
         return CloudError(where, hint=hints.get(kind, ""), kind=kind, status=status)
 

@@ -9,6 +9,15 @@ every 12 seconds (5 a minute) are allowed. Errors are ``{"error": {"code", "mess
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import stat
+import time
+from typing import ClassVar
+
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     PLAIN_RE,
     Capabilities,
@@ -26,8 +35,9 @@ CAPABILITIES = Capabilities(
     title="Lambda",
     api="Lambda Cloud API v1",
     default_url="https://cloud.lambda.ai/api/v1",
-    document="https://docs.lambda.ai/api/cloud (the Cloud API reference: instances, instance types, SSH keys)",
-    checked="2026-11-25",
+    document="https://docs.lambda.ai/api/cloud (the Cloud API reference: instances, instance types, SSH keys; its "
+    "OpenAPI document, info.version 1.10.0)",
+    checked="2026-12-01",
     keys_url="https://cloud.lambda.ai/api-keys",
     ssh_user="ubuntu",
     can_stop=False,
@@ -43,7 +53,71 @@ CAPABILITIES = Capabilities(
     marks={"env": "", "words": ("lambda",)},
     registers_keys=True,
 )
-LAUNCH_INTERVAL = 12.0  # seconds between two launches (5 a minute)
+LAUNCH_INTERVAL = 12.0  # seconds between two launches (5 a minute): the account's, across every client
+LAUNCH_TRIES = 3  # a launch answered with a provider/ code (upstream, passing) is sent again this often
+HOSTNAME_RE = re.compile(r"[a-z0-9][0-9a-z-]{0,62}")  # the launch's hostname (its pattern in the document)
+
+
+class LaunchPacer:
+    """One launch every LAUNCH_INTERVAL seconds for one account, whichever client, candidate or
+    process sends it: the time of the account's last launch is kept in a file of this user's
+    (``<folder>/lambda-launch-<sha256 of the key, 16 digits>``, 0600 in a 0700 folder, neither a
+    link), locked while a launch waits its turn and is sent. Without such a folder (a user without
+    a home), the spacing holds within this process only."""
+
+    _last: ClassVar[dict] = {}  # (folder, account) -> wall time of its last launch, in this process
+    wall = staticmethod(time.time)  # the time every process of the account agrees on
+    sleep = staticmethod(time.sleep)
+
+    def __init__(self, key, folder=None, interval=LAUNCH_INTERVAL):
+        self.account = hashlib.sha256(str(key).encode()).hexdigest()[:16]
+        self.folder = folder or os.path.join(os.path.expanduser("~"), ".cache", "meshctl")
+        self.interval = interval
+        self._fd = None
+
+    def _open(self):
+        try:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            info = os.lstat(self.folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None
+            return os.open(os.path.join(self.folder, f"lambda-launch-{self.account}"),
+                           os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # fmt: skip
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EROFS, errno.ELOOP, errno.ENOENT, errno.EPERM, errno.ENOTDIR):
+                return None
+            raise
+
+    def __enter__(self):
+        self._fd = self._open()
+        last = self._last.get((self.folder, self.account))
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                recorded = float(os.pread(self._fd, 64, 0).decode() or "nan")
+                last = recorded if last is None or recorded > last else last
+            except ValueError:
+                pass
+        if last is not None:
+            wait = min(last + self.interval - self.wall(), self.interval)  # a clock set back waits no longer
+            if wait > 0:
+                self.sleep(wait)
+        return self
+
+    def __exit__(self, *exc):
+        now = self.wall()  # sent or refused, a launch counts against the limit
+        self._last[(self.folder, self.account)] = now
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, repr(now).encode(), 0)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+                self._fd = None
+        return False
+
+
 STATUS = {"active": "running", "booting": "starting", "unhealthy": "unhealthy", "terminating": "stopping",
           "terminated": "terminated", "preempted": "preempted"}  # fmt: skip
 
@@ -68,6 +142,8 @@ def describe(status, payload):
         return message, "not-found"
     if code == "global/invalid-parameters":
         return message, "invalid"
+    if code.startswith("provider/"):  # from Lambda's upstream ("provider/internal-unavailable": try again shortly)
+        return message, "transient"
     return message, "error"
 
 
@@ -118,10 +194,10 @@ class Client:
     name = NAME
     capabilities = CAPABILITIES
 
-    def __init__(self, key, http=None, environ=None, prices=None):
+    def __init__(self, key, http=None, environ=None, prices=None, pacer=None):
         self.http = http or Http(NAME, api_url(NAME, CAPABILITIES.default_url, environ), key, describe,
                                  min_interval=1.0)  # fmt: skip
-        self._last_launch = None
+        self.pacer = pacer or LaunchPacer(key, folder=(environ or os.environ).get("MESHCTL_PACE_DIR"))
 
     def list(self):
         answer = self.http.request("GET", "/instances")
@@ -135,34 +211,47 @@ class Client:
         return normalize(answer.get("data") if isinstance(answer, dict) else None)
 
     def launch(self, request):
-        """Launch one instance of ``type`` in ``region`` named ``name``, reached with the registered key
-        ``ssh_key_names``; returns its id. Lambda allows one launch every 12 seconds."""
-        if not request.get("region") or not request.get("ssh_key_names"):
+        """Launch one instance of ``type`` in ``region`` named ``name`` (its hostname too, where the name
+        is one), reached with the one registered key ``ssh_key_names``; returns its id. Launches are
+        spaced LAUNCH_INTERVAL apart across the account (LaunchPacer); one answered with an upstream
+        provider/ code is sent again, unless an instance of that name appeared meanwhile."""
+        keys = list(request.get("ssh_key_names") or [])
+        if not request.get("region") or not keys:
             raise CloudError("a Lambda launch needs a region and a key registered at Lambda",
                              hint="pass --region (`meshctl offers --provider lambda` lists where there is capacity) "
                              "and --ssh-key-name", kind="invalid")  # fmt: skip
-        if self._last_launch is not None:
-            wait = self._last_launch + LAUNCH_INTERVAL - self.http.clock()
-            if wait > 0:
-                self.http.sleep(wait)
+        if len(keys) != 1:
+            raise CloudError(f"a Lambda launch takes exactly one SSH key ({len(keys)} given: {', '.join(keys)})",
+                             hint="give one --ssh-key-name; add more keys on the machine once it runs",
+                             kind="invalid")  # fmt: skip
         body = {"region_name": request["region"], "instance_type_name": request["type"],
-                "ssh_key_names": list(request["ssh_key_names"]), "name": request["name"]}  # fmt: skip
-        try:
-            answer = self.http.request("POST", "/instance-operations/launch", body)
-        except CloudError as exc:
-            if exc.kind != "not-found":
-                raise
-            # On a launch, global/object-does-not-exist names what the body points at: the
-            # instance type, the region or a key name Lambda does not know, not an instance.
-            raise CloudError(exc.message, hint=f"Lambda knows no {request['type']} in {request['region']} or no key "
-                             f"named {', '.join(request['ssh_key_names'])}: `meshctl offers --provider lambda` lists "
-                             "types and regions; register the key in Lambda's console", kind="invalid",
-                             status=exc.status) from None  # fmt: skip
-        self._last_launch = self.http.clock()
+                "ssh_key_names": keys, "name": request["name"]}  # fmt: skip
+        if HOSTNAME_RE.fullmatch(str(request["name"])):  # the VM's hostname is its Slurm name from boot
+            body["hostname"] = request["name"]
+        for attempt in range(LAUNCH_TRIES):
+            try:
+                with self.pacer:
+                    answer = self.http.request("POST", "/instance-operations/launch", body)
+                break
+            except CloudError as exc:
+                if exc.kind == "transient" and attempt + 1 < LAUNCH_TRIES and not self._named(request["name"]):
+                    continue
+                if exc.kind != "not-found":
+                    raise
+                # On a launch, global/object-does-not-exist names what the body points at: the
+                # instance type, the region or a key name Lambda does not know, not an instance.
+                raise CloudError(exc.message, hint=f"Lambda knows no {request['type']} in {request['region']} or "
+                                 f"no key named {keys[0]}: `meshctl offers --provider lambda` lists types and "
+                                 "regions; register the key in Lambda's console", kind="invalid",
+                                 status=exc.status) from None  # fmt: skip
         ids = ((answer or {}).get("data") or {}).get("instance_ids") if isinstance(answer, dict) else None
         if not isinstance(ids, list) or len(ids) != 1 or not isinstance(ids[0], str):
             raise CloudError("lambda answered a launch without one instance id", kind="bad-answer")
         return ids[0]
+
+    def _named(self, name):
+        """Whether an instance named NAME exists now (a launch that failed may have been done)."""
+        return any(i["name"] == name and i["status"] not in ("terminated", "preempted") for i in self.list())
 
     def spec(self, instance_id):
         """What a launch of the same machine needs: ``{"instance_type", "region", "name"}`` of the

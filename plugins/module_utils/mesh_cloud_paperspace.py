@@ -33,7 +33,7 @@ CAPABILITIES = Capabilities(
     default_url="https://api.paperspace.com/v1",
     document="https://docs.digitalocean.com/reference/paperspace/ and its OpenAPI types as Paperspace's own CLI "
     "carries them (Paperspace/cli api/openapi.ts of 2026-02-08)",
-    checked="2026-11-29",
+    checked="2026-12-01",
     keys_url="https://console.paperspace.com/settings/apikeys",
     ssh_user="paperspace",
     can_stop=True,

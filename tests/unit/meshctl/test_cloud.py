@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -302,12 +303,81 @@ def test_launch_and_no_capacity(provider, launch):
         assert caught.value.kind == "capacity" and "try another type" in caught.value.hint
 
 
-def test_lambda_launches_are_twelve_seconds_apart():
+def test_lambda_launches_are_twelve_seconds_apart(account_clock):
     with Standin("lambda") as api:
-        client, timer = client_for(api)
+        api.launch_spacing, api.clock = 12.0, account_clock.clock
+        client, _timer = client_for(api)
         client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
         client.launch({"type": "gpu_1x_a10", "name": "n2", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
-        assert 11.0 <= timer.slept[-1] <= 12.0
+        assert account_clock.slept == [12.0]
+        assert [a[2] for a in api.answers if a[1].endswith("/launch")] == [200, 200]
+
+
+def test_the_twelve_seconds_hold_across_clients_and_concurrent_launches(account_clock):
+    """Lambda's limit is the account's: a new client per candidate (cloud.launch_first) or a second
+    rent at the same time (the head's relaunch service) waits out the last launch of any of them."""
+    with Standin("lambda") as api:
+        api.launch_spacing, api.clock = 12.0, account_clock.clock
+        first, _ = client_for(api)
+        first.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        second, _ = client_for(api)  # a new client, as for the next candidate
+        second.launch({"type": "gpu_1x_a10", "name": "n2", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        mod("mesh_cloud_lambda").LaunchPacer._last.clear()  # another process: only the account's file knows
+        third, _ = client_for(api)
+        third.launch({"type": "gpu_1x_a10", "name": "n3", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        errors = []
+
+        def rent(name):
+            try:
+                client_for(api)[0].launch({"type": "gpu_1x_a10", "name": name, "region": "us-east-1",
+                                           "ssh_key_names": ["meshctl"]})  # fmt: skip
+            except Exception as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=rent, args=(f"c{n}",)) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert [a[2] for a in api.answers if a[1].endswith("/launch")] == [200] * 6  # never a 429
+        assert account_clock.slept == [12.0] * 5
+
+
+def test_a_lambda_launch_takes_one_key_and_the_nodes_name_as_its_hostname(account_clock):
+    with Standin("lambda") as api:
+        client, _ = client_for(api)
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1",
+                           "ssh_key_names": ["meshctl", "laptop"]})  # fmt: skip
+        assert caught.value.kind == "invalid" and "exactly one SSH key (2 given" in caught.value.message
+        assert not [r for r in api.requests if r[1].endswith("/launch")]  # refused before the call
+        new = client.launch({"type": "gpu_1x_a10", "name": "gpu2", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        assert api.backend.machines[new].hostname == "gpu2"
+        client.launch({"type": "gpu_1x_a10", "name": "Not A Hostname", "region": "us-east-1",
+                       "ssh_key_names": ["meshctl"]})  # fmt: skip
+        (_m, _p, body) = [b for b in api.bodies if b[1].endswith("/launch")][-1]
+        assert "hostname" not in body  # Lambda gives it an address-based one
+
+
+def test_an_upstream_provider_error_is_passing_and_the_launch_is_sent_again(account_clock):
+    """Lambda's document: a provider/ code comes from upstream ("provider/internal-unavailable",
+    "Try again shortly"): the same candidate is asked again, unless the instance appeared meanwhile."""
+    upstream = {"error": {"code": "provider/internal-unavailable", "message": "Provider unavailable",
+                          "suggestion": "Try again shortly"}}  # fmt: skip
+    assert mod("mesh_cloud_lambda").describe(503, upstream)[1] == "transient"
+    with Standin("lambda") as api:
+        client, _ = client_for(api)
+        api.refuse_create.append(({}, 503, upstream))
+        new = client.launch({"type": "gpu_1x_a10", "name": "n1", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        assert api.backend.machines[new].name == "n1"
+        assert [a[2] for a in api.answers if a[1].endswith("/launch")] == [503, 200]
+        assert account_clock.slept == [12.0]  # the second try is a launch too: paced
+        api.refuse_create += [({}, 503, upstream)] * 3
+        with pytest.raises(mod("mesh_cloud").CloudError) as caught:
+            client.launch({"type": "gpu_1x_a10", "name": "n2", "region": "us-east-1", "ssh_key_names": ["meshctl"]})
+        assert caught.value.kind == "transient" and "try again shortly" in caught.value.hint
+        assert [a[2] for a in api.answers if a[1].endswith("/launch")][-3:] == [503, 503, 503]
 
 
 def test_an_api_that_cannot_be_reached_is_said_with_its_variable():

@@ -732,11 +732,13 @@ def test_each_documented_error_gets_its_kind_and_advice(row):
     assert advice.strip("`") in error.hint or advice.strip("`") in error.message, (row, error.hint)
 
 
-def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_providers):
-    """Lambda's capacity is per type and region: the launch tries the next region before the next offer."""
+def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_providers, account_clock):
+    """Lambda's capacity is per type and region: the launch tries the next region before the next offer,
+    12 s after the first (a refused launch counts against the account's one per 12 s too)."""
     from meshctl.ops import launch
 
     lam, _rp = two_providers
+    lam.launch_spacing, lam.clock = 12.0, account_clock.clock
     lam.refuse({"region_name": "us-east-1"}, "capacity")
     rows, _ = cloud.offers(mesh, {}, "A10", 1, "lambda")
     options = {"region": None, "ssh_key_names": ["meshctl"]}
@@ -747,3 +749,4 @@ def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_provider
     offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1", say=said.append)
     assert offer.type == "gpu_1x_a10" and [b["region_name"] for b in creates(lam)] == ["us-east-1", "us-west-1"]
     assert said[0].startswith("skipped lambda (gpu_1x_a10, us-east-1) at $0.75/h: ")
+    assert account_clock.slept == [12.0] and 429 not in [a[2] for a in lam.answers]
