@@ -432,7 +432,15 @@ def wait_for_ssh(host: str, port: int, timeout: float, connect=None, clock=None,
 
 class CandidateRefused(ProviderError):
     """A create refused for this offer only (no capacity, a pool the account cannot use), or one that
-    failed and, looked up, made nothing: the next candidate may be tried."""
+    failed and, looked up, made nothing: the next candidate may be tried. ``ambiguous``: the provider
+    cannot say whether it is the request's fault or no capacity (``request_or_capacity``)."""
+
+    def __init__(self, message: str, hint: str = "", ambiguous: bool = False):
+        super().__init__(message, hint=hint)
+        self.ambiguous = ambiguous
+
+
+CREATE_TRIES = 3  # a create answered with a 5xx that made nothing is sent again this often (Runpod's table)
 
 
 def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, options: dict,
@@ -440,11 +448,13 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     """Create an instance at PROVIDER and wait until it runs with an SSH address; returns it.
 
     OPTIONS: what a launch may name beyond the type and name (``mesh_cloud.LAUNCH_KEYS``: ``gpus``,
-    ``region``, ``ssh_key_names``, ``image``, ``public_key``, ``template_id``, ``cloud``, ``volume_gb``);
-    the provider's client says which it needs. A create that failed in a way that may have made the
-    instance all the same (a 5xx, a lost connection) is looked up by its name, and the error says
-    what may bill and how to delete it. A create refused for this offer only, or looked up and found
-    to have made nothing, raises CandidateRefused.
+    ``region``, ``ssh_key_names``, ``image``, ``public_key``, ``template_id``, ``cloud``, ``volume_gb``,
+    ``cpus``, ``memory_gb``); the provider's client says which it needs. A create that failed in a way
+    that may have made the instance all the same (a 5xx, a lost connection) is looked up by its name,
+    and the error says what may bill and how to delete it; a 5xx that made nothing is a passing
+    failure upstream (Runpod's create: "Retry the same candidate with backoff"): sent again, up to
+    CREATE_TRIES, 5 then 10 s apart. A create refused for this offer only, or looked up and found to
+    have made nothing, raises CandidateRefused.
     """
     import time
 
@@ -452,13 +462,20 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     api = account(mesh, mesh_vars, check_provider(provider))
     keys = common().LAUNCH_KEYS
     request = {k: v for k, v in {**options, "type": kind, "name": name}.items() if k in keys and v not in (None, "")}
-    try:
-        new_id = api.launch(request)
-    except common().CloudError as exc:
-        error = common().created_anyway(api, name, exc)
-        if error.kind in common().CANDIDATE_KINDS or error.nothing_made:
-            raise CandidateRefused(error.message, hint=error.hint) from None
-        raise_for(error)
+    for attempt in range(CREATE_TRIES):
+        try:
+            new_id = api.launch(request)
+            break
+        except common().CloudError as exc:
+            error = common().created_anyway(api, name, exc)
+            if error.nothing_made and (error.status or 0) >= 500 and attempt + 1 < CREATE_TRIES:
+                sleep(5 * 2**attempt)
+                continue
+            if error.kind in common().CANDIDATE_KINDS or error.nothing_made:
+                raise CandidateRefused(
+                    error.message, hint=error.hint, ambiguous=getattr(error, "request_or_capacity", False)
+                ) from None
+            raise_for(error)
     deadline = clock() + timeout
     while True:
         inst = call(api.get, new_id)
@@ -477,7 +494,7 @@ def launch_first(mesh: Mesh, mesh_vars: dict, candidates: list, name: str, say=N
     one line; any other failure stops at once (a create that may have made an instance is never
     followed by another). None created: a ProviderError naming each refusal."""
     say = say or (lambda _line: None)
-    refused = []
+    refused, ambiguous = [], []
     for offer, provider, kind, options in candidates:
         try:
             return offer, launch(mesh, mesh_vars, provider, kind, name, options, **wait)
@@ -485,8 +502,16 @@ def launch_first(mesh: Mesh, mesh_vars: dict, candidates: list, name: str, say=N
             where = ", ".join(part for part in (kind, options.get("cloud"), options.get("region")) if part)
             price = f" at ${offer.price_per_hour:.2f}/h" if offer is not None else ""
             refused.append(f"{provider} ({where}){price}: {exc.message}")
+            ambiguous.append(exc.ambiguous)
             say(f"skipped {provider} ({where}){price}: {exc.message}" + (" - trying the next offer" if
                 len(refused) < len(candidates) else ""))  # fmt: skip
+    if len(ambiguous) > 1 and all(ambiguous):
+        # A refusal that is a broken rule or no capacity alike (only its words tell) is read as the
+        # request's problem when every candidate gives one: a rule breaks the same on each.
+        raise ProviderError(f"every offer ({len(refused)}) was refused with an answer that means a problem with "
+                            "the request or no capacity alike: read as a problem with the request; the last: "
+                            f"{refused[-1]}", hint="check what was asked (the GPU count, the pool's --cpus and "
+                            "--memory, the region, the image); if it is right, try again later")  # fmt: skip
     raise ProviderError(f"no offer could be rented ({len(refused)} tried): " + "; ".join(refused),
                         hint="`meshctl offers` lists what there is; try again later, another GPU or a higher "
                         "--max-price (when every offer was refused alike, the last reason may be about the "

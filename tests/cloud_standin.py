@@ -54,6 +54,7 @@ class Machine:
     # A Runpod pod's volume: host-bound (`persistent`, the default) or a network volume (`network`).
     mounts: dict = field(default_factory=lambda: {"persistent": {"size": 20, "path": "/workspace"}})
     data_center: str = "US-KS-2"  # a Runpod pod's data centre
+    per_gpu: tuple = (16, 62)  # a Runpod pod's vCPUs and GB of RAM per GPU (a filter above places nothing)
     hostname: str = ""  # a Lambda instance's hostname, as its launch gave it ("": an address-based one)
     # A stopped Runpod pod whose host's GPUs were rented meanwhile (the Zero GPU Pods page): its start
     # is refused ("refuse") or gives it none ("zero": running, answered without `gpu`).
@@ -166,7 +167,7 @@ class PodBackend(DockerBackend):
         self.recreate(machine)
 
 
-class _Server(ThreadingHTTPServer):
+class Server(ThreadingHTTPServer):
     """Python's server, with a listen backlog a busy test's bursts fit in (socketserver's 5 made a
     client's connect reset under load: a provider's API never does that for a handful of requests)."""
 
@@ -215,7 +216,7 @@ class Standin:
         self.network_volumes: dict[str, str] = {}  # Runpod: network volume id -> its data centre
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
-        self.server = _Server((bind, 0), self._handler())
+        self.server = Server((bind, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
@@ -294,15 +295,19 @@ class Standin:
                             for action in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")},
             }  # fmt: skip
         if self.provider == "runpod":
-            status = {"running": "RUNNING", "stopped": "EXITED", "booting": "STARTING",
+            status = {"running": "RUNNING", "stopped": "EXITED", "booting": "STARTING", "error": "ERROR",
                       "terminated": "TERMINATED"}.get(m.state, "RUNNING")  # fmt: skip
             actions = {"RUNNING": ["stop", "restart", "terminate"], "EXITED": ["start", "terminate"],
-                       "STARTING": ["stop", "terminate"], "TERMINATED": []}[status]  # fmt: skip
+                       "ERROR": ["start", "terminate"], "STARTING": ["stop", "terminate"],
+                       "TERMINATED": []}[status]  # fmt: skip
+            words = shlex.split(m.args) if m.args and not m.args.lstrip().startswith("{") else []
+            form = json.loads(m.args) if m.args.lstrip().startswith("{") else {}
             running = m.state == "running"
             direct = {"host": m.ip, "port": m.port, "username": "root", "command": f"ssh root@{m.ip} -p {m.port}"}
             return {
                 "id": m.id, "name": m.name, "status": status, "actions": actions,
                 "image": "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404", "args": m.args, "disk": 50,
+                "entrypoint": form.get("entrypoint", []), "cmd": form.get("cmd", words),
                 "mounts": m.mounts, "ports": ["22/tcp"],
                 "env": {k: v for k, v in m.env.items() if k != "PUBLIC_KEY"}, "registry": None,
                 "cloud": m.cloud, "dataCenterId": m.data_center,
@@ -315,7 +320,9 @@ class Standin:
                 "runtime": {"uptime": 60, "ports": [{"private": 22, "public": m.port, "type": "tcp", "ip": m.ip}]}
                 if running else None,
                 "createdAt": "2026-11-24T10:00:00Z", "startedAt": "2026-11-24T10:02:00Z" if running else None,
-            } | ({} if running and m.without_gpus else {"gpu": {"id": m.kind, "count": m.gpus}})  # fmt: skip
+            } | ({} if running and m.without_gpus else {"gpu": {"id": m.kind, "count": m.gpus,
+                                                                   "vcpuCount": m.per_gpu[0] * m.gpus,
+                                                                   "memory": m.per_gpu[1] * m.gpus}})  # fmt: skip
         state = {"running": "ready", "stopped": "off", "booting": "starting", "terminated": "off"}.get(m.state, m.state)
         return {
             "id": m.id, "name": m.name, "state": state, "machineType": m.kind, "os": "Ubuntu 22.04",
@@ -356,6 +363,8 @@ class Standin:
                 with standin.lock:
                     standin.requests.append((method, self.path))
                     standin.bodies.append((method, self.path, body))
+                    if standin.provider == "runpod" and len(raw) > 102400:  # before authentication
+                        return self._reply(method, 413, standin._error(413, "request body too large"))
                     if self.headers.get("Authorization") != f"Bearer {KEY}":
                         return self._reply(method, 401, standin._unauthorized())
                     if standin.fail_next:
@@ -398,7 +407,8 @@ class Standin:
         if self.provider == "runpod":
             titles = {400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
                       404: "Not Found", 409: "Conflict", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
-                      429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway"}  # fmt: skip
+                      413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
+                      502: "Bad Gateway"}  # fmt: skip
             problem = {"title": titles.get(status, "Error"), "status": status, "detail": message}
             return {**problem, "errors": errors} if errors else problem
         if self.provider == "lambda":
@@ -511,6 +521,12 @@ class Standin:
                 gpus.append(item)
             return 200, {"gpus": gpus}
         if path == "/v2/pods" and method == "POST":
+            gpu = body["gpu"]
+            # What a host here has per GPU: a placement filter above it places nothing.
+            host = Machine.__dataclass_fields__["per_gpu"].default
+            if gpu.get("minVcpuCountPerGpu", 0) > host[0] or gpu.get("minRamPerGpu", 0) > host[1]:
+                return 400, self._error(400, "create pod: There are no longer any instances available with the "
+                                        "requested specifications. Please refresh and try again.")  # fmt: skip
             if self.backend.capacity <= 0:
                 return 400, self._error(400, "create pod: There are no longer any instances available with the "
                                         "requested specifications. Please refresh and try again.")  # fmt: skip
@@ -521,7 +537,6 @@ class Standin:
                     return 400, self._error(400, f"create pod: network volume {mount['volumeId']} is not in the "
                                             "data centers asked for")  # fmt: skip
             self.backend.capacity -= 1
-            gpu = body["gpu"]
             price = next((g[2] if body.get("cloud", "SECURE") == "SECURE" else g[3] for g in self.gpu_types
                           if g[0] == gpu["id"]), 0.27)  # fmt: skip
             machine = self.add(body["name"], gpu["id"], int(gpu.get("count", 1)), price * int(gpu.get("count", 1)))

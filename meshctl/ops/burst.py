@@ -161,7 +161,9 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
                                 f"${running:.2f}/h ({', '.join(up)})", hint="the job waits; raise burst_max_spend "
                                 "or let a pool machine go idle")  # fmt: skip
         public = Path(f"{key_file}.pub").read_text(encoding="utf-8").strip()
-        options = {}
+        # What each machine must have (the pool's, as slurm.conf says it): a provider that filters its
+        # placement by it (Runpod) rents no smaller one, which Slurm would drain at registration.
+        options = {"cpus": int(pool["cpus"]), "memory_gb": int(pool["memory_mb"]) / 1024}
         key_names = register_keys(mesh, mesh_vars, providers, public)
         if key_names:
             options["ssh_key_names"] = key_names

@@ -67,8 +67,10 @@ KINDS = ("auth", "billing", "capacity", "pool", "quota", "not-found", "rate-limi
          "bad-answer", "conflict", "invalid", "created", "transient", "error")  # fmt: skip
 # A create refused for one offer only: another candidate may be created (meshctl tries the next).
 CANDIDATE_KINDS = ("capacity", "pool")
+# cpus and memory_gb: what the whole machine must have at least (a provider that can filter its
+# placement by them does: Runpod's gpu.minVcpuCountPerGpu and minRamPerGpu; the others rent by type).
 LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "public_key", "template_id", "cloud",
-               "volume_gb")  # fmt: skip
+               "volume_gb", "cpus", "memory_gb")  # fmt: skip
 
 
 class Capabilities:
@@ -140,6 +142,9 @@ class CloudError(Exception):
         self.kind = kind if kind in KINDS else "error"
         self.status = status
         self.nothing_made = False  # a create that failed, looked up afterwards: no instance by its name
+        # A create's refusal that may be the request's fault or no capacity alike (only its words tell):
+        # refused so by every candidate, it is read as the request's (Runpod's 400).
+        self.request_or_capacity = False
 
     def __str__(self):
         return self.message

@@ -18,6 +18,8 @@ per GPU, per cloud (Secure: Runpod's data centres; Community: hosts run by third
 
 from __future__ import annotations
 
+import json
+import math
 import shlex
 
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
@@ -40,8 +42,8 @@ CAPABILITIES = Capabilities(
     api="Runpod REST API v2 (OpenAPI 2.0.0)",
     default_url="https://api.runpod.io/v2",
     document="https://api.runpod.io/v2/openapi.json (docs.runpod.io/api-reference-v2; runpod/docs "
-    "api-reference-v2/openapi.json of 2026-08-20)",
-    checked="2026-11-29",
+    "api-reference-v2/openapi.json of 2026-08-20, and pods/create-a-pod.mdx pinned at 4962c60a)",
+    checked="2026-12-01",
     keys_url="https://console.runpod.io/user/settings (API Keys)",
     ssh_user="root",
     can_stop=True,
@@ -63,6 +65,7 @@ STATUS = {"PROVISIONING": "starting", "STARTING": "starting", "RUNNING": "runnin
 CLOUDS = ("SECURE", "COMMUNITY")
 IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"  # an official image: it starts sshd with PUBLIC_KEY
 VOLUME_PATH = "/workspace"
+MAX_BODY = 102400  # bytes: a larger request gets 413 before authentication (the create's description)
 CAPACITY_WORDS = ("no longer any instances available", "not enough free gpus", "no available", "out of capacity",
                   "could not be placed", "no capacity", "capacity")  # fmt: skip
 
@@ -79,7 +82,7 @@ def describe(status, payload):
         return message, "quota"
     if status == 409:
         return message, "conflict"
-    if status == 422:
+    if status in (413, 422):  # 413: over MAX_BODY bytes, refused before anything else
         return message, "invalid"
     if status == 400 and any(word in lowered for word in CAPACITY_WORDS):
         return message, "capacity"
@@ -191,16 +194,49 @@ def replacement(pod, name, start_command, volume):
 
 
 def args_of(answer):
-    """A pod's ``args`` (GET /pods/{id}) as a list of words (empty: the image's own start)."""
-    args = answer.get("args") if isinstance(answer, dict) else None
+    """A pod's start command as a list of words (empty: the image's own start), from its deconstructed
+    ``entrypoint`` and ``cmd`` where the answer has them (the document: responses carry both), else
+    from ``args``: a bare shell string (CMD), or a JSON object ``{"entrypoint": [...], "cmd": [...]}``."""
+    if not isinstance(answer, dict):
+        return []
+    parts = (answer.get("entrypoint"), answer.get("cmd"))
+    if all(isinstance(p, list) and all(isinstance(w, str) for w in p) for p in parts):
+        return [*parts[0], *parts[1]]
+    args = answer.get("args")
     if args in (None, ""):
         return []
     if not isinstance(args, str):
         raise CloudError("runpod answered args that are not a string", kind="bad-answer")
+    if args.lstrip().startswith("{"):
+        try:
+            form = json.loads(args)
+        except ValueError:
+            form = None
+        words = [form.get(k) or [] for k in ("entrypoint", "cmd")] if isinstance(form, dict) else None
+        if not words or not all(isinstance(p, list) and all(isinstance(w, str) for w in p) for p in words):
+            raise CloudError("runpod answered args meshctl cannot read", kind="bad-answer")
+        return [*words[0], *words[1]]
     try:
         return shlex.split(args)
     except ValueError:
         raise CloudError("runpod answered args meshctl cannot read", kind="bad-answer") from None
+
+
+def sized(body, what):
+    """BODY, refused before it is sent when its JSON is over MAX_BODY bytes (Runpod answers 413
+    before authentication): the error says what is that large."""
+    size = len(json.dumps(body).encode())
+    if size > MAX_BODY:
+        heavy = max(("env", "args", "image", "ports"), key=lambda k: len(json.dumps(body.get(k, ""))))
+        raise CloudError(f"runpod refuses a request over {MAX_BODY} bytes: {what} would be {size} bytes, most of "
+                         f"it its {heavy}", hint=f"shorten the pod's {heavy} (its environment variables or start "
+                         "command)", kind="invalid", status=413)  # fmt: skip
+    return body
+
+
+def per_gpu(total, gpus):
+    """TOTAL (of the whole machine) as a placement filter for each of GPUS: at least 1, rounded up."""
+    return max(1, math.ceil(float(total) / max(1, int(gpus))))
 
 
 class Client:
@@ -229,10 +265,18 @@ class Client:
         if cloud not in CLOUDS:
             raise CloudError(f"runpod has no cloud {request.get('cloud')!r}", hint="use SECURE or COMMUNITY",
                              kind="invalid")  # fmt: skip
+        gpus = int(request.get("gpus") or 1)
+        gpu = {"id": request["type"], "count": gpus}
+        # What the machine must have, as placement filters (the document: "not a resource request";
+        # the pod's gpu.vcpuCount and gpu.memory say what it got): per GPU, rounded up.
+        if request.get("cpus"):
+            gpu["minVcpuCountPerGpu"] = per_gpu(request["cpus"], gpus)
+        if request.get("memory_gb"):
+            gpu["minRamPerGpu"] = per_gpu(request["memory_gb"], gpus)
         body = {
             "name": request["name"],
             "image": request.get("image") or IMAGE,
-            "gpu": {"id": request["type"], "count": int(request.get("gpus") or 1)},
+            "gpu": gpu,
             "cloud": cloud,
             "ports": ["22/tcp"],
             "mounts": {"persistent": {"size": int(request.get("volume_gb") or 20), "path": VOLUME_PATH}},
@@ -243,7 +287,7 @@ class Client:
         if request.get("region"):  # a data centre the user named (--region): placed there or refused
             body["dataCenterIds"] = [request["region"]]
         try:
-            return normalize(self.http.request("POST", "/pods", body))["id"]
+            return normalize(self.http.request("POST", "/pods", sized(body, "the create")))["id"]
         except CloudError as exc:
             # The create's own table (its description in the v2 document): a 400 is a broken rule or a
             # GPU that could not be placed (only the detail tells): try the next candidate; a 403 is
@@ -251,9 +295,18 @@ class Client:
             if exc.status == 403:
                 hint = f"this account cannot rent {request['type']} in {cloud} Cloud: another GPU type or cloud may do"
                 raise CloudError(exc.message, hint=hint, kind="pool", status=403) from None
-            if exc.status == 400 and exc.kind == "error":
-                hint = "Runpod could not place it, or the request breaks a rule: the detail says which"
-                raise CloudError(exc.message, hint=hint, kind="capacity", status=400) from None
+            if exc.status == 400 and exc.kind in ("error", "capacity"):
+                # "capacity exhaustion currently carries no machine-readable code of its own": only the
+                # detail's words tell, so the refusal may be the request's (launch_first reads every
+                # candidate's 400 so).
+                hint = (
+                    exc.hint
+                    if exc.kind == "capacity"
+                    else ("Runpod could not place it, or the request breaks a rule: the detail says which")
+                )
+                refused = CloudError(exc.message, hint=hint, kind="capacity", status=400)
+                refused.request_or_capacity = True
+                raise refused from None
             raise
 
     def start_command(self, instance_id):
@@ -266,7 +319,7 @@ class Client:
         answer = self.http.request("GET", f"/pods/{instance_id}")
         if not start_command or normalize(answer)["status"] != "stopped" or args_of(answer) == list(start_command):
             return False
-        self.http.request("PATCH", f"/pods/{instance_id}", {"args": shlex.join(start_command)})
+        self.http.request("PATCH", f"/pods/{instance_id}", sized({"args": shlex.join(start_command)}, "the edit"))
         return True
 
     def _action(self, instance_id, action):
@@ -311,7 +364,7 @@ class Client:
                 "with a network volume (docs/providers.md, Runpod)",
                 kind="capacity",
             )
-        body = replacement(pod, name, start_command, volume)
+        body = sized(replacement(pod, name, start_command, volume), "the new pod's create")
         try:
             new = normalize(self.http.request("POST", "/pods", body))["id"]
         except CloudError as exc:

@@ -7,12 +7,12 @@ import json
 import threading
 import urllib.error
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from meshctl import resources
-from tests.cloud_standin import KEY, Standin
+from tests.cloud_standin import KEY, Server, Standin
 from tests.unit.collection.test_power_save import program  # noqa: F401 (fixture)
 from tests.unit.meshctl.test_cloud import FakeTime
 
@@ -156,7 +156,7 @@ class Nested(BaseHTTPRequestHandler):
 def test_the_power_program_marks_down_a_node_whose_provider_answered_badly_and_goes_on(program):  # noqa: F811
     """Before: RecursionError, no log line, no DOWN, and the next node never started."""
     (program.conf / "keys" / "runpod.key").write_text(KEY + "\n")
-    hostile = ThreadingHTTPServer(("127.0.0.1", 0), Nested)
+    hostile = Server(("127.0.0.1", 0), Nested)
     threading.Thread(target=hostile.serve_forever, daemon=True).start()
     try:
         with Standin("paperspace") as api:

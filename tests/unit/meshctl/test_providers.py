@@ -5,7 +5,7 @@ from the providers' documents (tests/schemas/, tests/api_schemas.py)."""
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -15,9 +15,9 @@ from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
 from tests import api_schemas
-from tests.cloud_standin import KEY, Standin
+from tests.cloud_standin import KEY, Server, Standin
 from tests.conftest import FIXTURES
-from tests.unit.meshctl.test_cloud import client_for
+from tests.unit.meshctl.test_cloud import FakeTime, client_for
 
 ROOT = Path(__file__).resolve().parents[3]
 PROVIDERS = ("lambda", "runpod", "paperspace")
@@ -283,7 +283,7 @@ class Redirecting(BaseHTTPRequestHandler):
 
 
 def test_a_redirect_is_refused_and_the_key_goes_nowhere_else():
-    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Redirecting) for _ in range(2)]
+    servers = [Server(("127.0.0.1", 0), Redirecting) for _ in range(2)]
     servers[0].other, servers[1].other = servers[1].server_port, servers[1].server_port
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -537,16 +537,24 @@ def test_a_create_that_may_have_made_a_machine_stops_the_candidates(mesh, two_pr
     assert len([m for m in rp.backend.machines.values() if m.state != "terminated"]) == 1
 
 
-def test_a_create_that_failed_and_made_nothing_moves_on_after_looking(mesh, two_providers):
-    """A 5xx before anything was made: looked up by name (none), then the next candidate."""
+def test_a_create_that_failed_and_made_nothing_is_sent_again_then_moves_on(mesh, two_providers):
+    """A 5xx before anything was made ("Transient upstream failure. Retry the same candidate with
+    backoff", Runpod's create table): looked up by name (none), sent again to the same candidate;
+    after CREATE_TRIES of them, the next candidate."""
     _lam, rp = two_providers
     candidates = candidates_of(mesh, "A5000")
+    timer = FakeTime()
     rp.fail_next = [(502, rp._error(502, "upstream request failed"), {})]
     said = []
-    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1", say=said.append)
-    assert offer.cloud == "SECURE" and "no instance named n1 exists at runpod now" in said[0]
-    posts = [(m, p) for m, p in rp.requests if m == "POST"]
-    assert len(posts) == 2 and ("GET", "/v2/pods") in rp.requests  # looked up between the two creates
+    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1", say=said.append, sleep=timer.sleep,
+                                      clock=timer.clock)  # fmt: skip
+    assert offer == candidates[0][0] and said == []  # the same candidate, on its second try
+    bodies = [b for m, p, b in rp.bodies if (m, p) == ("POST", "/v2/pods")]
+    assert len(bodies) == 2 and bodies[0] == bodies[1] and timer.slept[:1] == [5.0]
+    rp.refuse_create += [({}, 502, rp._error(502, "upstream request failed"))] * cloud.CREATE_TRIES
+    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n2", say=said.append, sleep=timer.sleep,
+                                      clock=timer.clock)  # fmt: skip
+    assert offer == candidates[1][0] and "no instance named n2 exists at runpod now" in said[0]
 
 
 def test_any_other_refusal_stops_at_once(mesh, two_providers):
@@ -573,6 +581,78 @@ def test_runpods_create_table_a_400_tries_the_next_a_402_stops():
             client.launch(request)
         assert broke.value.kind not in resources.plugin("module_utils.mesh_cloud").CANDIDATE_KINDS
         assert api.backend.machines == {}
+
+
+def test_a_pools_size_is_runpods_placement_filter_per_gpu_and_the_pod_says_what_it_got():
+    """gpu.minVcpuCountPerGpu and gpu.minRamPerGpu (the create, revision 4962c60a): "a placement filter,
+    not a resource request"; the pod's gpu.vcpuCount and gpu.memory are its totals."""
+    base = mod("mesh_cloud")
+    with Standin("runpod") as api:
+        client, _timer = client_for(api)
+        request = {"type": "NVIDIA RTX A5000", "name": "n1", "gpus": 2, "cpus": 24, "memory_gb": 100.5}
+        new = client.launch(request)
+        (body,) = [b for m, p, b in api.bodies if (m, p) == ("POST", "/v2/pods")]
+        assert body["gpu"] == {"id": "NVIDIA RTX A5000", "count": 2, "minVcpuCountPerGpu": 12, "minRamPerGpu": 51}
+        pod = next(a[3] for a in api.answers if a[:3] == ("POST", "/v2/pods", 201))
+        assert pod["gpu"]["vcpuCount"] >= 24 and pod["gpu"]["memory"] >= 100.5 and pod["id"] == new
+        # More than any host has per GPU: nothing placed, a 400 the candidates walk on from.
+        with pytest.raises(base.CloudError) as caught:
+            client.launch({**request, "name": "n2", "cpus": 64})
+        assert caught.value.kind == "capacity" and caught.value.request_or_capacity
+        assert len(api.backend.machines) == 1
+
+
+def test_every_candidate_refused_with_runpods_400_is_read_as_the_requests_problem(mesh, two_providers):
+    """The create's table: "if every candidate returns 400, read the last detail as a problem with the
+    request rather than as absent capacity"."""
+    _lam, rp = two_providers
+    candidates = candidates_of(mesh, "A5000")
+    assert len(candidates) == 2 and {c[1] for c in candidates} == {"runpod"}
+    rp.refuse_create += [({}, 400, rp._error(400, "create pod: gpu count must be a power of two"))] * 2
+    with pytest.raises(ProviderError) as caught:
+        cloud.launch_first(mesh, {}, candidates, "n1")
+    assert "read as a problem with the request" in caught.value.message
+    assert "power of two" in caught.value.message and "check what was asked" in caught.value.hint
+    # One candidate refused for capacity and another for the request alike: the usual words.
+    rp.refuse_create += [({}, 400, rp._error(400, "create pod: could not be placed"))]
+    rp.fail_next = []
+    offer, _inst = cloud.launch_first(mesh, {}, candidates, "n1")
+    assert offer == candidates[1][0]
+
+
+def test_a_runpod_request_over_its_size_limit_is_refused_before_it_is_sent():
+    """Runpod answers 413 before authentication for a body over 102400 bytes: meshctl knows the size
+    of what it sends and says what to shorten; the API's own 413 reads as the request's fault too."""
+    base = mod("mesh_cloud")
+    runpod = mod("mesh_cloud_runpod")
+    with Standin("runpod") as api:
+        client, _timer = client_for(api)
+        with pytest.raises(base.CloudError) as caught:
+            client.launch({"type": "NVIDIA RTX A5000", "name": "n1", "public_key": "k" * (runpod.MAX_BODY + 1)})
+        assert caught.value.kind == "invalid" and caught.value.status == 413
+        assert "most of it its env" in caught.value.message and "shorten the pod's env" in caught.value.hint
+        assert not [r for r in api.requests if r[0] == "POST"]
+        assert runpod.describe(413, api._error(413, "request body too large"))[1] == "invalid"
+
+
+def test_runpods_args_are_read_in_both_shapes_and_an_errored_pod_can_start():
+    """args: a bare shell string (CMD) or {"entrypoint": [...], "cmd": [...]}; answers carry both it
+    and the deconstructed entrypoint and cmd. start is valid from EXITED and from ERROR, and the
+    head's start command is given to a stopped pod only."""
+    runpod = mod("mesh_cloud_runpod")
+    assert runpod.args_of({"args": "bash /workspace/.meshctl/rejoin"}) == ["bash", "/workspace/.meshctl/rejoin"]
+    assert runpod.args_of({"args": '{"entrypoint": ["/bin/sh", "-c"], "cmd": ["exec sleep 1"]}'}) == [
+        "/bin/sh", "-c", "exec sleep 1"]  # fmt: skip
+    assert runpod.args_of({"args": "ignored", "entrypoint": ["/start.sh"], "cmd": []}) == ["/start.sh"]
+    with pytest.raises(mod("mesh_cloud").CloudError):
+        runpod.args_of({"args": '{"entrypoint": "not a list"}'})
+    with Standin("runpod") as api:
+        client, _timer = client_for(api)
+        pod = api.add("n1", "NVIDIA RTX A5000", 1, 0.27, state="error")
+        assert client.get(pod.id)["status"] == "unhealthy"
+        assert client.prepare_start(pod.id, ["bash", "/workspace/.meshctl/rejoin"]) is False
+        client.start(pod.id)
+        assert pod.state == "running" and not [r for r in api.requests if r[0] == "PATCH"]
 
 
 def test_runpods_availability_is_asked_per_cloud_and_gpu_count(mesh, two_providers):
