@@ -49,8 +49,8 @@ CAPABILITIES = Capabilities(
     can_stop=True,
     keeps_disk=False,
     keeps_volume=True,
-    stopped_bills='its volume disk ("You\'ll still be charged for volume disk storage while stopped": the '
-    "Manage Pods page)",
+    stopped_bills="its volume disk, at twice the running rate (\"stopped Pods are charged $0.20 per GB per month for "
+    'volume storage", $0.10 while running: docs.runpod.io get-started/billing-information)',
     keeps_address=False,
     relaunch=False,
     pod=True,
