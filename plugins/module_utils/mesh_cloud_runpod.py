@@ -49,7 +49,7 @@ CAPABILITIES = Capabilities(
     can_stop=True,
     keeps_disk=False,
     keeps_volume=True,
-    stopped_bills="its volume disk, at twice the running rate (\"stopped Pods are charged $0.20 per GB per month for "
+    stopped_bills='its volume disk, at twice the running rate ("stopped Pods are charged $0.20 per GB per month for '
     'volume storage", $0.10 while running: docs.runpod.io get-started/billing-information)',
     keeps_address=False,
     relaunch=False,
