@@ -39,15 +39,16 @@ test: venv engine cache images ready wheels collection
 # The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "The
 # lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then LATE_E2E, then E2E_SCENARIOS (none).
-# Lane molecule: MOLECULE_SCENARIOS (default and debian13, then tailscale). Lane providers:
-# PROVIDERS_E2E (one head between them: tests/e2e/rented.py), then PROVIDERS_SCENARIOS (none).
+# Lane e2e: the e2e files but LATE_E2E and PROVIDERS_E2E, then LATE_E2E (the pods' file, on a head
+# of its own: tests/e2e/rented.py, PODS), then E2E_SCENARIOS (none). Lane molecule:
+# MOLECULE_SCENARIOS (default and debian13, then tailscale). Lane providers: PROVIDERS_E2E (the
+# burst and power-saving files on one head between them, then the short first-run and collection
+# files), then PROVIDERS_SCENARIOS (none).
 # The provider files wait on Slurm's power-saving timers: in a lane of their own those waits fall
-# beside the other lanes' work. Theirs is the longest lane: the short files and scenarios run in
-# the other two, which end before it.
+# beside the other lanes' work. The files are shared out so that the three lanes end about together.
 # tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
-LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
-PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py tests/e2e/test_pod.py
+LATE_E2E := tests/e2e/test_pod.py
+PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py tests/e2e/test_first_run.py tests/e2e/test_collection.py
 E2E_SCENARIOS :=
 MOLECULE_SCENARIOS := default debian13 tailscale
 PROVIDERS_SCENARIOS :=

@@ -182,6 +182,32 @@ class MachineRow:
     price_per_hour: float | None
     node: str | None
     cloud: str = ""
+    volume: str = ""  # the network volume it mounts (a provider with ``network_volumes``), or ""
+
+
+@dataclass
+class VolumeRow:
+    """A network volume of a provider account: it bills by its size whether or not anything uses it."""
+
+    provider: str
+    id: str
+    name: str
+    size_gb: int | None
+    region: str
+    tier: str
+    price_per_month: float | None
+    used_by: list[str]  # the live instances that mount it: their node, else their name
+
+    def words(self) -> str:
+        """What it is and costs: ``runpod network volume ID (NAME, 20 GB, EU-RO-1, $1.40/month)``."""
+        size = f"{self.size_gb} GB" if self.size_gb is not None else "size unknown"
+        price = f"${self.price_per_month:.2f}/month" if self.price_per_month is not None else "price unknown"
+        return f"{self.provider} network volume {self.id} ({self.name or '-'}, {size}, {self.region or '?'}, {price})"
+
+    def left_words(self) -> str:
+        """A volume no instance uses: what bills, and the fix."""
+        return (f"{self.words()} is used by no instance: it bills until it is deleted (delete it at "
+                f"{capabilities(self.provider).title} once its data is saved, or mount it on a pod)")  # fmt: skip
 
 
 def relaunched_as(instance: dict, node: Node) -> bool:
@@ -258,8 +284,57 @@ def machines(mesh: Mesh, nodes: list[Node], mesh_vars: dict, provider: str | Non
         for inst in found:
             rows.append(MachineRow(name, inst["id"], inst["name"], inst["status"], inst["ssh_host"], inst["gpus"],
                                    inst["gpu_type"], inst["price_per_hour"], node_of(inst, nodes),
-                                   inst.get("cloud") or ""))  # fmt: skip
+                                   inst.get("cloud") or "", inst.get("volume") or ""))  # fmt: skip
     return rows, problems
+
+
+def volumes(mesh: Mesh, mesh_vars: dict, rows: list[MachineRow],
+            provider: str | None = None) -> tuple[list[VolumeRow], dict[str, str]]:  # fmt: skip
+    """The network volumes of every configured provider that keeps them (or PROVIDER's), each with the
+    live instances of ROWS (``machines``) that mount it. Returns (volumes, problems), as ``machines``."""
+    found, problems = [], {}
+    for name in configured(mesh):
+        if (provider and name != provider) or not capabilities(name).network_volumes:
+            continue
+        try:
+            answer = call(account(mesh, mesh_vars, name).volumes)
+        except (ProviderError, UsageError) as exc:
+            problems[name] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            continue
+        for item in answer:
+            users = [r.node or r.name for r in rows
+                     if r.provider == name and r.volume == item["id"] and r.status not in common().GONE]  # fmt: skip
+            found.append(VolumeRow(name, item["id"], item["name"], item["size_gb"], item["region"], item["tier"],
+                                   item["price_per_month"], users))  # fmt: skip
+    return found, problems
+
+
+def volume_of(mesh: Mesh, mesh_vars: dict, ref: str) -> tuple[VolumeRow | None, list[str]]:
+    """The network volume the instance REF (``provider:id``) mounts, or None, and the other live
+    instances that mount it too (their node or name)."""
+    provider, _, instance_id = ref.partition(":")
+    if not capabilities(provider).network_volumes:
+        return None, []
+    client_ = account(mesh, mesh_vars, provider)
+    try:
+        wanted = client_.get(instance_id).get("volume")
+    except common().CloudError as exc:
+        if exc.kind == "not-found":  # gone already: nothing of it to ask about
+            return None, []
+        raise_for(exc)
+    if not wanted:
+        return None, []
+    others = [i["name"] or i["id"] for i in call(client_.list)
+              if i.get("volume") == wanted and i["id"] != instance_id and i["status"] not in common().GONE]  # fmt: skip
+    row = next((v for v in call(client_.volumes) if v["id"] == wanted), None)
+    if row is None:  # listed by the pod, not by the account: nothing of it to delete
+        return None, others
+    return VolumeRow(provider, row["id"], row["name"], row["size_gb"], row["region"], row["tier"],
+                     row["price_per_month"], [instance_id, *others]), others  # fmt: skip
+
+
+def delete_volume(mesh: Mesh, mesh_vars: dict, row: VolumeRow) -> None:
+    call(account(mesh, mesh_vars, row.provider).delete_volume, row.id)
 
 
 def moved(mesh: Mesh, nodes: list[Node], mesh_vars: dict) -> tuple[list[tuple[Node, str, int, str]], dict[str, str]]:
@@ -383,6 +458,8 @@ class PriceLookup:
         self.stopped: dict[str, str] = {}  # node -> what still bills while its instance is stopped
         self.problems: dict[str, str] = {}
         self.rows: list[MachineRow] = []  # every instance the providers listed (burst pools' among them)
+        self.volumes: list[VolumeRow] = []  # the accounts' network volumes (a provider that keeps them)
+        self.volume_problems: dict[str, str] = {}
         self._thread = None
         self._started = time.monotonic()
         if configured(mesh):
@@ -394,6 +471,7 @@ class PriceLookup:
             rows, self.problems = machines(mesh, nodes, mesh_vars)
             self.rows = rows
             self.prices, self.stopped = prices_of(rows, self.now), stopped_bills(rows)
+            self.volumes, self.volume_problems = volumes(mesh, mesh_vars, rows)
         except Exception as exc:
             self.problems = {"providers": str(exc)}
 

@@ -213,7 +213,8 @@ class Standin:
         ]
         # Runpod: GPUs of a type free now in a cloud, (id, cloud) -> count; its ceiling when not said.
         self.stock: dict[tuple[str, str], int] = {}
-        self.network_volumes: dict[str, str] = {}  # Runpod: network volume id -> its data centre
+        # Runpod: the account's network volumes, id -> NetworkVolume (add_volume); each bills by its size.
+        self.network_volumes: dict[str, dict] = {}
         self.ssh_keys: dict[str, str] = {"meshctl": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBgx6l3standin meshctl"}
         self.lock = threading.Lock()
         self.server = Server((bind, 0), self._handler())
@@ -236,6 +237,12 @@ class Standin:
         machine = self.backend.launch(prefix, name, kind, gpus, price)
         machine.state = state
         return machine
+
+    def add_volume(self, volume_id: str, data_center: str, size: int = 20, tier: str = "STANDARD") -> dict:
+        """A Runpod network volume of the account (the console's New Network Volume)."""
+        made = {"id": volume_id, "name": f"volume-{volume_id}", "size": size, "dataCenter": data_center, "type": tier}
+        self.network_volumes[volume_id] = made
+        return made
 
     def refuse(self, match: dict, why: str) -> None:
         """Refuse the next create whose body has MATCH's fields: ``capacity`` (no machine free, in the
@@ -532,7 +539,7 @@ class Standin:
                                         "requested specifications. Please refresh and try again.")  # fmt: skip
             network = (body.get("mounts") or {}).get("network") or []
             for mount in network:  # "an existing NetworkVolume in the same data center as the pod"
-                centre = self.network_volumes.get(mount["volumeId"])
+                centre = self.network_volumes.get(mount["volumeId"], {}).get("dataCenter")
                 if centre is None or centre not in (body.get("dataCenterIds") or [centre]):
                     return 400, self._error(400, f"create pod: network volume {mount['volumeId']} is not in the "
                                             "data centers asked for")  # fmt: skip
@@ -549,6 +556,12 @@ class Standin:
             if self.fail_create_after:  # the pod exists and bills; the answer says it failed
                 return self.fail_create_after, self._error(self.fail_create_after, "upstream request failed")
             return 201, self.render(machine)
+        if path == "/v2/network-volumes" and method == "GET":
+            return 200, {"networkVolumes": list(self.network_volumes.values())}
+        if (v := re.fullmatch(r"/v2/network-volumes/([\w-]+)", path)) and method == "DELETE":
+            if self.network_volumes.pop(v.group(1), None) is None:
+                return self._not_found("network volume")
+            return 204, None
         m = re.fullmatch(r"/v2/pods/([\w-]+)(/action)?", path)
         machine = self.backend.machines.get(m.group(1)) if m else None
         if machine is None or machine.state == "terminated":

@@ -25,7 +25,8 @@ def command(provider, as_json, mesh_dir) -> None:
     if as_json:
         machines = [{**dataclasses.asdict(r), "stopped_bills": found.stopped_bills(r)} for r in rows]
         out = {"machines": machines, "cost_per_hour": total,
-               "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems}  # fmt: skip
+               "not_in_mesh": [f"{r.provider}:{r.id}" for r in forgotten], "problems": problems,
+               "volumes": [dataclasses.asdict(v) for v in found.volumes]}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     elif not found.configured:  # nothing to list or price: only what to do
         display.echo(f"no provider accounts: {accounts.ADD_ACCOUNT}")
@@ -56,6 +57,21 @@ def command(provider, as_json, mesh_dir) -> None:
             if found.stopped_bills(r):
                 display.echo(f"{r.provider}:{r.id} ({r.node or r.name}) is stopped; still billed: "
                              f"{found.stopped_bills(r)}")  # fmt: skip
+        if found.volumes:  # storage of the accounts: it bills by the month, used or not
+            display.table(
+                "Network volumes",
+                ["provider", "id", "name", "size", "region", "$/month", "used by"],
+                [
+                    [v.provider, v.id, v.name, f"{v.size_gb} GB" if v.size_gb is not None else "?", v.region or "?",
+                     display.dollars(v.price_per_month, "?"), ", ".join(v.used_by) or "NOTHING"]
+                    for v in found.volumes
+                ],
+            )  # fmt: skip
+            month = sum(v.price_per_month or 0.0 for v in found.volumes)
+            display.echo(f"network volumes: ${month:.2f}/month, whether or not anything uses them")
+            for v in found.volumes:
+                if not v.used_by:
+                    display.echo(v.left_words())
         if any(r.cloud == "COMMUNITY" for r in rows):
             display.echo(accounts.THIRD_PARTY_HOST)
     found.raise_for_problems()

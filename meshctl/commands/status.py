@@ -51,13 +51,14 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     w = work.reading(mesh_dir)
     timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
-    rows, mlflow, healthy = status_op.status(w, timeout=timeout, verbosity=verbosity)
+    rows, mlflow, healthy, left = status_op.status(w, timeout=timeout, verbosity=verbosity)
     pools = status_op.pools(w.mesh_vars, rows)
     priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)
     total = round(sum(r.price_per_hour or 0.0 for r in rows), 4)
     if as_json:
         out = {"healthy": healthy, "mlflow": mlflow, "cost_per_hour": total if priced else None,
-               "nodes": [dataclasses.asdict(r) for r in rows], "pools": pools}  # fmt: skip
+               "nodes": [dataclasses.asdict(r) for r in rows], "pools": pools,
+               "unused_volumes": [dataclasses.asdict(v) for v in left]}  # fmt: skip
         display.echo(json.dumps(out, indent=2))
     else:
         columns = ["node", "role", "ssh", "tailnet", "munge", "slurm daemons", "slurm", "nfs", "gpus", "autostop"]
@@ -82,6 +83,8 @@ def command(timeout, as_json, mesh_dir, verbosity) -> None:
                 r.price_unknown for r in rows) else ""  # fmt: skip
             display.echo(f"cost: ${total:.2f}/h for the rented nodes{unknown} "
                          "(`meshctl machines` lists every instance)")  # fmt: skip
+        for volume in left:  # storage that bills by the month with nothing using it
+            display.echo(volume.left_words())
     if not healthy:
         lost = {r.name: r.error or "did not answer" for r in rows if r.listed and not r.ssh and not r.healthy}
         unreachable_only = all(not r.ssh for r in rows if not r.healthy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -21,10 +22,11 @@ from meshctl.options import json_option, mesh_option, verbose_option
 def command(since, until, as_json, mesh_dir, verbosity) -> None:
     """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
     w = work.reading(mesh_dir)
-    rows, start, end, problems = usage_lib.usage(w, since, until, verbosity)
+    rows, start, end, problems, volumes = usage_lib.usage(w, since, until, verbosity)
     total = round(sum(r.cost for r in rows), 2)
     if as_json:
         out = {"since": start, "until": end, "cost": total, "problems": problems,
+               "volumes": [dataclasses.asdict(v) for v in volumes],
                "users": [{"user": r.user, "jobs": r.jobs, "gpu_hours": round(r.gpu_hours, 3),
                           "cpu_hours": round(r.cpu_hours, 3), "cost": round(r.cost, 2), "nodes": sorted(r.nodes)}
                          for r in rows]}  # fmt: skip
@@ -46,5 +48,13 @@ def command(since, until, as_json, mesh_dir, verbosity) -> None:
         ],
     )
     display.echo(f"total: ${total:.2f} at today's prices of the rented nodes (a node without a price costs nothing)")
+    if volumes:  # storage bills by the month apart from the nodes' hours, used or not
+        month = sum(v.price_per_month or 0.0 for v in volumes)
+        display.echo(f"and network volumes: ${month:.2f}/month now, apart from the jobs' hours: "
+                     + ", ".join(f"{v.provider}:{v.id} ({', '.join(v.used_by) or 'used by nothing'})"
+                                 for v in volumes))  # fmt: skip
+        for volume in volumes:
+            if not volume.used_by:
+                display.echo(volume.left_words())
     for provider, said in problems.items():
         display.echo(f"{provider}: no prices ({said})")

@@ -17,6 +17,7 @@ class Machines:
     forgotten: list  # rows that bill outside the mesh
     configured: list[str]  # the providers the mesh has an account with
     asked: list[str] = field(default_factory=list)
+    volumes: list = field(default_factory=list)  # cloud.VolumeRow: the accounts' network volumes
 
     def stopped_bills(self, row) -> str:
         """What still bills while ROW's instance is stopped, as its provider's document says ("" when nothing)."""
@@ -32,7 +33,9 @@ def machines(w: Work, provider: str | None = None) -> Machines:
     rows = burst.pool_machines(rows, w.mesh_vars)  # a burst pool's machine is its node's, though not in mesh.yml
     total, forgotten = cloud.costing(rows)
     configured = cloud.configured(w.mesh)
-    return Machines(rows, problems, total, forgotten, configured, [provider] if provider else configured)
+    volumes, more = cloud.volumes(w.mesh, w.mesh_vars, rows, provider)
+    problems.update({name: said for name, said in more.items() if name not in problems})
+    return Machines(rows, problems, total, forgotten, configured, [provider] if provider else configured, volumes)
 
 
 @dataclass

@@ -238,8 +238,10 @@ def pools(mesh_vars: dict, rows: list[NodeStatus]) -> list[dict]:
 PRICE_WAIT = 1.0
 
 
-def status(w: Work, timeout: int = STATUS_CONNECT_TIMEOUT, verbosity: int = 0) -> tuple[list[NodeStatus], str, bool]:
-    """One row per node, MLflow's health, and whether everything is healthy.
+def status(w: Work, timeout: int = STATUS_CONNECT_TIMEOUT,
+           verbosity: int = 0) -> tuple[list[NodeStatus], str, bool, list]:  # fmt: skip
+    """One row per node, MLflow's health, whether everything is healthy, and the providers' network
+    volumes that no instance uses (``cloud.VolumeRow``: they bill on; no node is less healthy for them).
 
     Runs playbooks/status.yml: one read per node (module mesh_status), judged into one status
     record per node by the collection's filter node_status; meshctl checks each record's shape,
@@ -293,4 +295,5 @@ def status(w: Work, timeout: int = STATUS_CONNECT_TIMEOUT, verbosity: int = 0) -
     rows += pool_rows(burst.pools(mesh_vars), nodes, slurm_nodes, rented, prices.rows, price_problems, time.time())
     mlflow = (result.records.get(head.name) or {}).get("mlflow") or "unreachable"
     sinfo_ok = bool(controller.get("sinfo_ok"))
-    return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK"
+    left = [v for v in prices.volumes if not v.used_by] if not price_problems else []
+    return rows, mlflow, all(r.healthy for r in rows) and sinfo_ok and mlflow == "OK", left

@@ -149,7 +149,9 @@ def accounting_on(w: Work, head: str) -> bool:
 
 
 def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
-    """(rows, start, end, problems): each user's usage of the period, and what the providers said."""
+    """(rows, start, end, problems, volumes): each user's usage of the period, what the providers said,
+    and the accounts' network volumes (``cloud.VolumeRow``: storage billed by the month, apart from the
+    nodes' hours)."""
     mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     start, end = period(since, until)
     if not accounting_on(w, head_of(nodes).name):
@@ -178,4 +180,5 @@ def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
     pooled = burst.pool_prices(mesh, mesh_vars, named, node_prices, problems)
     for name, (price, pool) in pooled.items():  # a pool node's hours at what the pool rents at today
         node_prices[name], gpus[name], cpus[name] = price, int(pool["gpus"]), int(pool["cpus"])
-    return summarize([str(line) for line in lines], gpus, cpus, node_prices), start, end, problems
+    volumes = prices.volumes if not problems else []
+    return summarize([str(line) for line in lines], gpus, cpus, node_prices), start, end, problems, volumes

@@ -35,10 +35,12 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_text import clea
 PROVIDERS = ("lambda", "runpod", "paperspace")  # one module each: mesh_cloud_<name>.py
 # What every client has (a provider that cannot do one raises CloudError of kind "unsupported"); a
 # provider whose nodes are launched again (``relaunch``) also has ``spec(id)``, one that keeps only a
-# volume (``keeps_volume``) ``prepare_start(id, start_command)``.
+# volume (``keeps_volume``) ``prepare_start(id, start_command)``, one whose accounts keep network
+# volumes (``network_volumes``) ``volumes()`` and ``delete_volume(id)``.
 PROTOCOL = ("list", "get", "launch", "stop", "start", "terminate", "offers", "register_key")
 RELAUNCH_PROTOCOL = ("spec",)
 VOLUME_PROTOCOL = ("prepare_start", "start_or_replace")
+NETWORK_VOLUME_PROTOCOL = ("volumes", "delete_volume")
 MAX_ANSWER = 4 * 1024 * 1024  # bytes read of any one answer
 # An answer is read by one bounded reader (``read_json``): no deeper than MAX_DEPTH arrays and
 # objects (json.loads recurses: a deeper one raised RecursionError, which nobody caught), no number
@@ -56,7 +58,9 @@ STATUSES = ("running", "starting", "stopping", "stopped", "terminated", "preempt
 # node is lost, as after a termination.
 GONE = ("terminated", "preempted")
 INSTANCE_KEYS = ("provider", "id", "name", "status", "provider_status", "ssh_host", "ssh_port", "ssh_user", "gpus",
-                 "gpu_type", "price_per_hour", "cloud")  # fmt: skip
+                 "gpu_type", "price_per_hour", "cloud", "volume")  # fmt: skip
+# A network volume: storage of the account that bills by the month whether or not a pod uses it.
+VOLUME_KEYS = ("provider", "id", "name", "size_gb", "region", "tier", "price_per_month")
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 PLAIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # an instance type, region or instance name
 TEXT_RE = re.compile(r"[A-Za-z0-9 _.,:/()+*=@#-]{0,128}")
@@ -97,6 +101,8 @@ class Capabilities:
         "registers_keys": "a launch names an SSH key registered at the provider (register_key)",
         "stopped_bills": "what still bills while an instance is stopped, as its provider's document says "
         "('' when nothing does, or it cannot stop)",
+        "network_volumes": "its accounts keep network volumes, which bill whether or not an instance uses them: "
+        "the client lists (volumes) and deletes (delete_volume) them, and an instance says the one it mounts",
         "marks": "how one of its machines says where it runs: an environment prefix of PID 1 (env), or words "
         "of its DMI vendor, product or hostname (words)",
     }
@@ -186,9 +192,10 @@ def number(value, minimum=0.0, maximum=1e9):
 
 
 def instance(provider, id, name, status, provider_status, ssh_host=None, ssh_port=22, ssh_user="root", gpus=0,
-             gpu_type="", price_per_hour=None, cloud=""):  # fmt: skip
+             gpu_type="", price_per_hour=None, cloud="", volume=""):  # fmt: skip
     """One instance in meshctl's shape. Raises CloudError when its id is not one (the rest is made safe).
-    ``cloud``: where the provider runs it, when it says (Runpod: SECURE or COMMUNITY)."""
+    ``cloud``: where the provider runs it, when it says (Runpod: SECURE or COMMUNITY); ``volume``: the
+    network volume it mounts ('' when none, or not an id)."""
     if not isinstance(id, str) or not ID_RE.fullmatch(id):
         raise CloudError(f"{provider} answered an instance id meshctl refuses ({str(id)[:40]!r})", kind="bad-answer")
     port = number(ssh_port, 1, 65535)
@@ -207,6 +214,24 @@ def instance(provider, id, name, status, provider_status, ssh_host=None, ssh_por
         "gpu_type": text(gpu_type),
         "price_per_hour": round(price, 4) if price is not None else None,
         "cloud": text(cloud),
+        "volume": volume if isinstance(volume, str) and ID_RE.fullmatch(volume) else "",
+    }
+
+
+def volume(provider, id, name, size_gb, region, tier="", price_per_month=None):
+    """One network volume in meshctl's shape (VOLUME_KEYS). Raises CloudError when its id is not one."""
+    if not isinstance(id, str) or not ID_RE.fullmatch(id):
+        raise CloudError(f"{provider} answered a volume id meshctl refuses ({str(id)[:40]!r})", kind="bad-answer")
+    size = number(size_gb, 0, 1e6)
+    price = number(price_per_month, 0, 1e6)
+    return {
+        "provider": provider,
+        "id": id,
+        "name": text(name),
+        "size_gb": int(size) if size is not None else None,
+        "region": text(region),
+        "tier": text(tier),
+        "price_per_month": round(price, 2) if price is not None else None,
     }
 
 

@@ -44,6 +44,7 @@ CAPABILITIES = Capabilities(
     keeps_disk=False,
     keeps_volume=False,
     stopped_bills="",
+    network_volumes=False,
     keeps_address=False,
     relaunch=True,
     pod=False,

@@ -41,6 +41,7 @@ CAPABILITIES = Capabilities(
     keeps_volume=False,
     stopped_bills="its disk may: the API gives each machine a storage rate (storageRate) apart from its usage "
     "rate, and a stopped machine keeps its disk",
+    network_volumes=False,
     keeps_address=False,
     relaunch=False,
     pod=False,

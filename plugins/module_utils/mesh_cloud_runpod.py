@@ -3,7 +3,8 @@
 
 Used: GET /pods, GET /pods/{id}, POST /pods, PATCH /pods/{id} (``args`` only), POST /pods/{id}/action
 (``{"action": "stop"|"start"}``; 409 when the pod's status does not allow it now), DELETE /pods/{id},
-GET /catalog/gpus (``include=AVAILABILITY&product=POD``). Lists come wrapped (``{"pods": [...]}``, one
+GET /catalog/gpus (``include=AVAILABILITY&product=POD``), GET /network-volumes, DELETE
+/network-volumes/{id}. Lists come wrapped (``{"pods": [...]}``, one
 answer: the document gives the list no pages); errors are RFC 9457 problems (``{title, status, detail,
 errors}``); every answer may carry ``RateLimit`` headers and a 429 ``Retry-After``.
 
@@ -33,6 +34,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     number,
     offer,
     problem_message,
+    volume,
 )
 
 NAME = "runpod"
@@ -51,6 +53,7 @@ CAPABILITIES = Capabilities(
     keeps_volume=True,
     stopped_bills='its volume disk, at twice the running rate ("stopped Pods are charged $0.20 per GB per month for '
     'volume storage", $0.10 while running: docs.runpod.io get-started/billing-information)',
+    network_volumes=True,
     keeps_address=False,
     relaunch=False,
     pod=True,
@@ -122,7 +125,36 @@ def normalize(data):
         gpu_type=gpu.get("id") or "",
         price_per_hour=data.get("cost"),
         cloud=data.get("cloud") if data.get("cloud") in CLOUDS else "",
+        volume=(network_volume(data) or {}).get("volumeId", ""),
     )
+
+
+# A network volume's storage, by the month, whether or not a pod uses it (docs.runpod.io
+# storage/network-volumes, "Pricing", runpod/docs a900806e): standard storage $0.07/GB for the first
+# TB, $0.05/GB beyond; high-performance storage "at a premium" the page gives no figure for (None).
+VOLUME_PRICES = {"STANDARD": ((1024, 0.07), (None, 0.05))}
+
+
+def volume_price(size_gb, tier):
+    """$/month of a network volume of SIZE_GB in TIER, or None when the document gives no price."""
+    bands = VOLUME_PRICES.get(tier or "STANDARD")
+    if bands is None or not isinstance(size_gb, int) or isinstance(size_gb, bool):
+        return None
+    total, left = 0.0, size_gb
+    for band, rate in bands:
+        part = left if band is None else min(left, band)
+        total, left = total + part * rate, left - part
+    return round(total, 2)
+
+
+def normalize_volume(data):
+    """One NetworkVolume of GET /network-volumes in meshctl's shape."""
+    if not isinstance(data, dict):
+        raise CloudError("runpod answered a network volume that is not an object", kind="bad-answer")
+    tier = data.get("type") if data.get("type") in ("STANDARD", "HIGH_PERFORMANCE") else ""
+    size = data.get("size")
+    return volume(NAME, data.get("id"), data.get("name") or "", size, data.get("dataCenter") or "", tier,
+                  volume_price(size, tier))  # fmt: skip
 
 
 def gpu_offers(answer, clouds=CLOUDS):
@@ -385,6 +417,19 @@ class Client:
 
     def terminate(self, instance_id):
         self.http.request("DELETE", f"/pods/{instance_id}")
+
+    def volumes(self):
+        """The account's network volumes (GET /network-volumes, one wrapped list): each bills by its
+        size whether or not a pod mounts it."""
+        answer = self.http.request("GET", "/network-volumes")
+        found = answer.get("networkVolumes") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            raise CloudError("runpod answered GET /network-volumes without a networkVolumes list", kind="bad-answer")
+        return [normalize_volume(item) for item in found]
+
+    def delete_volume(self, volume_id):
+        """Delete a network volume and its data (DELETE /network-volumes/{id})."""
+        self.http.request("DELETE", f"/network-volumes/{volume_id}")
 
     def offers(self, count=None):
         """The catalog asked once per cloud, for COUNT GPUs when given: its availability is Secure

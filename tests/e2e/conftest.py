@@ -1,3 +1,3 @@
-"""The end-to-end files' shared bed (tests/e2e/rented.py): pytest finds its fixture here."""
+"""The end-to-end files' shared beds (tests/e2e/rented.py): pytest finds their fixtures here."""
 
-from tests.e2e.rented import rented  # noqa: F401 (a fixture, used by name)
+from tests.e2e.rented import pods_head, rented  # noqa: F401 (fixtures, used by name)

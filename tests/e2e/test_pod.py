@@ -16,8 +16,8 @@ command, as Runpod does; a new pod of that network volume is a new container of 
 pod's image is meshctl-node:bookworm with the Tailscale stand-in in it.
 
 Needs the Docker engine, the meshctl-node:bookworm image, and iptables and nsenter on the host
-(Docker's engine brings them). Nodes: the rented machines' head (tests/e2e/rented.py, which
-test_power_save.py uses too) and pod-rp1, on network meshctl-rented.
+(Docker's engine brings them). Nodes: a rented machines' head of its own (tests/e2e/rented.py:
+PODS, `pods-head`) and pod-rp1, on network meshctl-pods.
 """
 
 import json
@@ -36,13 +36,16 @@ from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
 from tests.e2e import MITOGEN, TESTBED_ENV, runs_said, wait_for, wait_for_ssh
-from tests.e2e.rented import GATEWAY, HEAD, HEAD_CONTAINER, JOB_USER, SPEC, forget_accounts, take_out
+from tests.e2e.rented import JOB_USER, PODS, forget_accounts, take_out
 from tests.e2e.rented import TS_KEY as KEY
 from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
 
-POD = "100.100.70.12"  # on the rented machines' network (tests/e2e/rented.py: SPEC, HEAD, GATEWAY)
+# The pods' head of its own (tests/e2e/rented.py: PODS), so that this file runs in another lane than
+# the other rented machines' files.
+SPEC, HEAD_CONTAINER, HEAD, GATEWAY = PODS.spec, PODS.container, PODS.head, PODS.gateway
+POD = PODS.address(12)
 POD_NAME = "pod-rp1"
 SOCKS_UID = 1990  # the stand-in's SOCKS5 proxy runs as this user on the pod (ts-standin)
 POD_IMAGE = "meshctl-e2e-pod:bookworm"  # the pod's image: Debian 12 with the Tailscale stand-in
@@ -59,7 +62,7 @@ START = [
     "&& ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd && "
     "{ [ ! -x /usr/local/sbin/meshctl-pod-start ] || /usr/local/sbin/meshctl-pod-start; }; exec sleep infinity",
 ]
-LAUNCHED = ("pod-rp2", "100.100.70.13", f"{VOLUME}-rp2")  # the pod `meshctl launch` rents: container, address, volume
+LAUNCHED = ("pod-rp2", PODS.address(13), f"{VOLUME}-rp2")  # the pod `meshctl launch` rents: container, address, volume
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -105,7 +108,7 @@ def install_firewall() -> None:
 class PodBed:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.mesh = root / "lab"  # the rented machines' mesh (tests/e2e/rented.py)
+        self.mesh = root / "lab"  # the pods' head's mesh (tests/e2e/rented.py)
         self.key = root / "id_ed25519"
 
         self.api: Standin | None = None
@@ -134,14 +137,14 @@ class PodBed:
 
 
 @pytest.fixture(scope="module")
-def bed(rented):
-    """The pod beside the rented machines' head (tests/e2e/rented.py), taken out of the mesh again
-    at the end: the head as this file found it."""
+def bed(pods_head):
+    """The pod beside its head (tests/e2e/rented.py: PODS), taken out of the mesh again at the end:
+    the head as this file found it."""
     if shutil.which("nsenter") is None or shutil.which("iptables") is None:
         pytest.skip("no nsenter or iptables on this machine for the pod's firewall")
     sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
     sh("docker", "volume", "rm", "-f", VOLUME, LAUNCHED[2], check=False)
-    bed = PodBed(rented.root)
+    bed = PodBed(pods_head.root)
     try:
         build_pod_image()
         run_pod(START)
@@ -152,10 +155,10 @@ def bed(rented):
             bed.api = api
             bed.machine = api.backend.attach(POD_NAME, "pod", POD_NAME, "NVIDIA RTX A5000", 1, 0.27, POD)
             bed.machine.mounts = {"network": [NETWORK_VOLUME]}
-            api.network_volumes[NETWORK_VOLUME["volumeId"]] = bed.machine.data_center
+            api.add_volume(NETWORK_VOLUME["volumeId"], bed.machine.data_center)
             yield bed
-            take_out(rented, "rp2", "rp1", env={"MESHCTL_RUNPOD_API_URL": api.url})
-            forget_accounts(rented, "runpod")
+            take_out(pods_head, "rp2", "rp1", env={"MESHCTL_RUNPOD_API_URL": api.url})
+            forget_accounts(pods_head, "runpod")
     finally:
         sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
         sh("docker", "volume", "rm", "-f", VOLUME, LAUNCHED[2], check=False)
@@ -417,6 +420,12 @@ def test_an_idle_pod_is_stopped_and_a_job_brings_it_back_from_its_volume_though_
     assert created["args"] == "bash /workspace/.meshctl/rejoin", created
     assert ("DELETE", f"/v2/pods/{bed.machine.id}") in bed.api.requests
     assert "its host had no GPU left for it" in on(HEAD_CONTAINER, "cat /var/log/slurm/meshctl-power.log")
+    # The volume went on with the node: the new pod mounts it, and nothing is left billing unused.
+    listed = bed.meshctl("machines", "--json")
+    assert listed.returncode == 0, listed.stdout[-3000:] + listed.stderr
+    volumes = json.loads(listed.stdout)["volumes"]
+    assert [(v["id"], v["used_by"]) for v in volumes] == [(NETWORK_VOLUME["volumeId"], ["rp1"])], volumes
+    assert "is used by no instance" not in bed.meshctl("machines").stdout
     out = on(POD_NAME, f"cat /tmp/slurm-{job}.out").split()
     assert out == [POD_NAME], out
     assert "on-the-container-disk" not in on(POD_NAME, "ls /root").split()  # a new container disk

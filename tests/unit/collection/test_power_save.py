@@ -224,7 +224,7 @@ def runpod_node(program, api, machine, volume=None):
     """rp1 as the role lays it out: its pod, idle_stop, the volume's rejoin script; a network VOLUME."""
     (program.conf / "keys" / "runpod.key").write_text(KEY + "\n")
     if volume:
-        api.network_volumes[volume] = "EU-RO-1"
+        api.add_volume(volume, "EU-RO-1")
         machine.mounts, machine.data_center = {"network": [{"volumeId": volume, "path": "/workspace"}]}, "EU-RO-1"
     plan = {"rp1": {"instance": f"runpod:{machine.id}", "provider": "runpod", "id": machine.id, "idle_stop": 60,
                     "start_command": ["bash", "/workspace/.meshctl/rejoin"]}}  # fmt: skip

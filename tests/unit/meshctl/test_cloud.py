@@ -62,7 +62,7 @@ def test_lambda_instances_as_documented():
     assert rows[0] == {
         "provider": "lambda", "id": "0920582c7ff041399e34823a0be62549", "name": "gpu-a", "status": "running",
         "provider_status": "active", "ssh_host": "198.51.100.2", "ssh_port": 22, "ssh_user": "ubuntu", "gpus": 8,
-        "gpu_type": "H100 (80 GB SXM5)", "price_per_hour": 23.92, "cloud": "",
+        "gpu_type": "H100 (80 GB SXM5)", "price_per_hour": 23.92, "cloud": "", "volume": "",
     }  # fmt: skip
     assert rows[1]["status"] == "starting" and rows[1]["ssh_host"] is None and rows[1]["name"] == ""
 
@@ -120,7 +120,7 @@ def test_runpod_v2_pods_as_documented():
     assert rows[0] == {
         "provider": "runpod", "id": "xedezhzb9la3ye", "name": "trainer-1", "status": "running",
         "provider_status": "RUNNING", "ssh_host": "195.26.233.3", "ssh_port": 34446, "ssh_user": "root", "gpus": 1,
-        "gpu_type": "NVIDIA GeForce RTX 4090", "price_per_hour": 0.69, "cloud": "COMMUNITY",
+        "gpu_type": "NVIDIA GeForce RTX 4090", "price_per_hour": 0.69, "cloud": "COMMUNITY", "volume": "",
     }  # fmt: skip
     assert rows[1]["status"] == "stopped" and rows[1]["ssh_host"] is None and rows[1]["ssh_port"] is None
     assert rows[1]["gpus"] == 2 and rows[1]["price_per_hour"] == 0.0 and rows[1]["cloud"] == "SECURE"
@@ -747,3 +747,133 @@ def test_a_provider_key_file_others_can_read_is_refused_with_the_fix(tmp_path, m
                                       "--mesh", str(mesh.path)])  # fmt: skip
     assert result.exit_code == 2 and "can be read by others (mode 0644)" in result.output
     assert f"chmod 600 {path}" in result.output and not cloud.key_path(mesh, "runpod").exists()
+
+
+# --- network volumes: storage that bills by the month, used or not --------------------------------
+
+
+def with_volume(runpod, pod, volume_id, size=20, tier="STANDARD"):
+    """POD mounts a network volume VOLUME_ID of the account (the stand-in's, as the console makes one)."""
+    runpod.add_volume(volume_id, "EU-RO-1", size, tier)
+    pod.mounts = {"network": [{"volumeId": volume_id, "path": "/workspace"}]}
+
+
+def test_runpod_network_volumes_as_documented(runpod):
+    client, _timer = client_for(runpod)
+    runpod.add_volume("vol-small", "EU-RO-1", 20)
+    runpod.add_volume("vol-large", "US-KS-2", 2048)
+    runpod.add_volume("vol-fast", "US-KS-2", 100, "HIGH_PERFORMANCE")
+    status, answer = runpod.route("GET", "/v2/network-volumes", None)
+    assert status == 200 and api_schemas.response_problems("runpod", "GET", "/v2/network-volumes", 200, answer) == []
+    found = {v["id"]: v for v in client.volumes()}
+    assert set(found["vol-small"]) == set(mod("mesh_cloud").VOLUME_KEYS)
+    # The document's prices: $0.07/GB/month for the first TB, $0.05 beyond; no figure for HPS.
+    assert found["vol-small"]["price_per_month"] == 1.40 and found["vol-small"]["region"] == "EU-RO-1"
+    assert found["vol-large"]["price_per_month"] == round(1024 * 0.07 + 1024 * 0.05, 2)
+    assert found["vol-fast"]["price_per_month"] is None and found["vol-fast"]["tier"] == "HIGH_PERFORMANCE"
+    client.delete_volume("vol-small")
+    assert "vol-small" not in runpod.network_volumes
+    assert ("DELETE", "/v2/network-volumes/vol-small") in runpod.requests
+    with pytest.raises(mod("mesh_cloud").CloudError) as gone:
+        client.delete_volume("vol-small")
+    assert gone.value.kind == "not-found"
+
+
+def test_a_pod_says_the_network_volume_it_mounts(runpod):
+    client, _timer = client_for(runpod)
+    pod = runpod.add("trainer", "NVIDIA RTX A5000", 1, 0.27)
+    bare = runpod.add("bare", "NVIDIA RTX A5000", 1, 0.27)
+    with_volume(runpod, pod, "vol-e2e")
+    assert client.get(pod.id)["volume"] == "vol-e2e" and client.get(bare.id)["volume"] == ""
+    pod.mounts = {"network": [{"volumeId": "../../etc", "path": "/workspace"}]}  # no id: none said
+    assert client.get(pod.id)["volume"] == ""
+
+
+def test_machines_lists_the_network_volumes_and_says_the_one_nothing_uses(mesh, runpod):
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    with_volume(runpod, pod, "vol-used")
+    runpod.add_volume("vol-left", "EU-RO-1", 50)
+    result = CliRunner().invoke(cli, ["machines", "--json", "--mesh", str(mesh.path)])
+    assert result.exit_code == 0, result.output
+    volumes = {v["id"]: v for v in json.loads(result.output)["volumes"]}
+    assert volumes["vol-used"]["used_by"] == ["gpu1"] and volumes["vol-left"]["used_by"] == []
+    text = CliRunner().invoke(cli, ["machines", "--mesh", str(mesh.path)], env={"COLUMNS": "200"}).output
+    assert "network volumes: $4.90/month, whether or not anything uses them" in text
+    assert "runpod network volume vol-left (volume-vol-left, 50 GB, EU-RO-1, $3.50/month) is used by no " \
+           "instance: it bills until it is deleted" in text  # fmt: skip
+    assert "vol-used (volume-vol-used, 20 GB, EU-RO-1, $1.40/month) is used by no" not in text
+    # status and usage read them in the same lookup as the prices
+    lookup = cloud.PriceLookup(mesh, *mesh.load())
+    lookup.result()
+    assert {v.id: v.used_by for v in lookup.volumes} == {"vol-used": ["gpu1"], "vol-left": []}
+    pod.state = "terminated"  # the pod gone, its volume stays and bills
+    rows, _problems = cloud.machines(mesh, *mesh.load())
+    assert {v.id: v.used_by for v in cloud.volumes(mesh, {}, rows)[0]} == {"vol-used": [], "vol-left": []}
+
+
+def fake_removal(monkeypatch):
+    from meshctl import runner
+
+    ran = []
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        ran.append(playbook)
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 1}, "gpu1": {"ok": 1}})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    return ran
+
+
+def test_remove_node_terminate_asks_what_becomes_of_a_network_volume_before_changing_anything(
+    mesh, runpod, monkeypatch
+):
+    ran = fake_removal(monkeypatch)
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    with_volume(runpod, pod, "vol-data")
+    before = mesh.inventory.read_text()
+    args = ["remove-node", "gpu1", "--terminate", "-y", "--mesh", str(mesh.path)]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == UsageError.exit_code, result.output
+    assert "mounts runpod network volume vol-data (volume-vol-data, 20 GB, EU-RO-1, $1.40/month)" in result.output
+    assert "--delete-volume" in result.output and "--keep-volume" in result.output
+    assert ran == [] and mesh.inventory.read_text() == before and pod.state == "running"
+    assert "vol-data" in runpod.network_volumes
+    wrong = CliRunner().invoke(cli, ["remove-node", "gpu1", "--keep-volume", "-y", "--mesh", str(mesh.path)])
+    assert wrong.exit_code == UsageError.exit_code and "--keep-volume goes with --terminate" in wrong.output
+    assert ran == [] and mesh.inventory.read_text() == before
+
+
+def test_remove_node_terminate_delete_volume_deletes_both(mesh, runpod, monkeypatch):
+    ran = fake_removal(monkeypatch)
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    with_volume(runpod, pod, "vol-data")
+    args = ["remove-node", "gpu1", "--terminate", "--delete-volume", "-y", "--mesh", str(mesh.path)]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert ran == ["remove_node.yml"] and pod.state == "terminated" and runpod.network_volumes == {}
+    assert "gpu1: runpod network volume vol-data (volume-vol-data, 20 GB, EU-RO-1, $1.40/month) deleted" in \
+        result.output  # fmt: skip
+
+
+def test_remove_node_terminate_keep_volume_keeps_it_and_says_it_bills(mesh, runpod, monkeypatch):
+    fake_removal(monkeypatch)
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    with_volume(runpod, pod, "vol-data")
+    args = ["remove-node", "gpu1", "--terminate", "--keep-volume", "-y", "--mesh", str(mesh.path)]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert pod.state == "terminated" and "vol-data" in runpod.network_volumes
+    assert "kept, as --keep-volume said: it bills until it is deleted" in result.output
+
+
+def test_remove_node_terminate_delete_volume_keeps_one_another_pod_mounts(mesh, runpod, monkeypatch):
+    fake_removal(monkeypatch)
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    with_volume(runpod, pod, "vol-shared")
+    other = runpod.add("notebook", "NVIDIA RTX A5000", 1, 0.27, state="stopped")
+    other.mounts = {"network": [{"volumeId": "vol-shared", "path": "/workspace"}]}
+    args = ["remove-node", "gpu1", "--terminate", "--delete-volume", "-y", "--mesh", str(mesh.path)]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert pod.state == "terminated" and "vol-shared" in runpod.network_volumes
+    assert "kept, mounted by notebook too" in result.output

@@ -45,6 +45,7 @@ def test_every_provider_is_one_module_with_its_capabilities_and_the_whole_protoc
             base.PROTOCOL
             + (base.RELAUNCH_PROTOCOL if can.relaunch else ())
             + (base.VOLUME_PROTOCOL if can.keeps_volume and not can.keeps_disk else ())
+            + (base.NETWORK_VOLUME_PROTOCOL if can.network_volumes else ())
         )
         assert all(callable(getattr(module.Client, method, None)) for method in wanted), name
         assert (ROOT / "tests" / "schemas" / f"{name}.json").is_file()  # its stand-in's schema file
@@ -121,6 +122,10 @@ def exercise(api, client):
         client.register_key("meshctl-head-1", "ssh-ed25519 AAAA head")
     if can.relaunch:
         client.spec(first.id)
+    if can.network_volumes:
+        api.add_volume("vol-exercised", "EU-RO-1")
+        assert [v["id"] for v in client.volumes()] == ["vol-exercised"]
+        client.delete_volume("vol-exercised")
     client.terminate(new_id)
     with pytest.raises(mod("mesh_cloud").CloudError):
         client.get("nosuchinstance")

@@ -122,7 +122,7 @@ def healthy_reads():
 
 def test_status_reads_every_node_once_and_judges_it(mesh, fake):
     fake.reads = healthy_reads()
-    rows, mlflow, healthy = status_op.status(reading(mesh))
+    rows, mlflow, healthy, _volumes = status_op.status(reading(mesh))
     assert fake[0]["playbook"] == "status.yml" and fake[0].get("limit") is None
     assert fake[0]["mitogen"] is False  # one read per node: plain Ansible is faster
     assert set(fake[0]["inventory"]["all"]["hosts"]) == {"head", "gpu1", "cpu1"}
@@ -179,10 +179,10 @@ def with_addresses(read, **addresses):
 def test_a_node_address_in_slurm_other_than_meshctls_record_is_a_problem_named_with_both(mesh, fake):
     """A node's root changed gpu1's NodeAddr (scontrol update, with the munge key)."""
     fake.reads = {**healthy_reads(), "head": with_addresses(head_read())}
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     assert healthy and all(r.problem == "" for r in rows)  # every NodeAddr is the record's
     fake.reads = {**healthy_reads(), "head": with_addresses(head_read(), gpu1="100.64.0.3", cpu1="$(reboot)")}
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     by_name = {r.name: r for r in rows}
     assert not healthy and by_name["head"].problem == ""
     assert by_name["gpu1"].problem == "address" and not by_name["gpu1"].healthy
@@ -202,7 +202,7 @@ def test_a_cloud_node_powered_down_has_its_own_name_as_address_and_that_is_no_pr
 
 def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
     fake.reads = {**healthy_reads(), "cpu1": node_read(nfs="fstab-only")}
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert cpu1.healthy and cpu1.problem == "no-nfs-kernel" and "cannot mount NFS" in cpu1.error
     assert healthy
@@ -223,7 +223,7 @@ def test_fstab_only_counts_as_healthy_but_is_explained(mesh, fake):
 )
 def test_each_fault_of_a_node_is_named_with_its_fix(mesh, fake, head, gpu1, problem, says):
     fake.reads = {"head": head, "gpu1": gpu1, "cpu1": node_read()}
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     by = {r.name: r for r in rows}
     assert healthy is False and not by["gpu1"].healthy and by["gpu1"].problem == problem
     assert says in by["gpu1"].error
@@ -242,7 +242,7 @@ def test_each_fault_of_a_node_is_named_with_its_fix(mesh, fake, head, gpu1, prob
 )
 def test_each_fault_of_the_head_is_unhealthy(mesh, fake, head):
     fake.reads = {**healthy_reads(), "head": head}
-    _rows, _mlflow, healthy = status_op.status(reading(mesh))
+    _rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     assert healthy is False
 
 
@@ -259,7 +259,7 @@ def test_tailnet_column_and_health(tailnet_mesh, fake):
         "gpu1": node_read(tailnet=ts("Running", "100.64.0.2", userspace=True)),  # no TUN device
         "cpu1": node_read(tailnet=ts("NeedsLogin", None)),
     }
-    rows, _mlflow, healthy = status_op.status(reading(tailnet_mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(tailnet_mesh))
     by = {r.name: r for r in rows}
     assert by["head"].healthy and by["head"].tailnet == "Running 100.64.0.1"
     assert not by["gpu1"].healthy and "NCCL" in by["gpu1"].error and by["gpu1"].tailnet.endswith("userspace")
@@ -274,7 +274,7 @@ def test_tailscaled_down_or_unreadable_is_unhealthy(tailnet_mesh, fake):
         "gpu1": node_read(tailnet={"rc": 1, "stdout": ""}),
         "cpu1": node_read(tailnet={"rc": 0, "stdout": "not json"}),
     }
-    rows, _mlflow, _healthy = status_op.status(reading(tailnet_mesh))
+    rows, _mlflow, _healthy, _volumes = status_op.status(reading(tailnet_mesh))
     by = {r.name: r for r in rows}
     assert by["gpu1"].tailnet == "down -" and by["gpu1"].problem == "tailnet"
     assert by["cpu1"].tailnet == "unreadable -" and by["cpu1"].problem == "tailnet"
@@ -289,13 +289,13 @@ def test_a_pod_in_userspace_without_nfs_is_healthy_and_says_why(tailnet_mesh, fa
         "gpu1": node_read(nfs="fstab-only", tailnet=ts("Running", "100.64.0.2", userspace=True)),
         "cpu1": node_read(tailnet=ts("Running", "100.64.0.3", userspace=True)),  # not a pod
     }
-    rows, _mlflow, healthy = status_op.status(reading(tailnet_mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(tailnet_mesh))
     by = {r.name: r for r in rows}
     assert by["gpu1"].healthy and by["gpu1"].tailnet.endswith("userspace") and "pod" in by["gpu1"].error
     assert not by["cpu1"].healthy and "NCCL" in by["cpu1"].error
     assert healthy is False
     fake.reads["gpu1"] = node_read(slurmd="fatal", tailnet=ts("Running", "100.64.0.2", userspace=True))
-    rows, _mlflow, _healthy = status_op.status(reading(tailnet_mesh))
+    rows, _mlflow, _healthy, _volumes = status_op.status(reading(tailnet_mesh))
     assert not {r.name: r for r in rows}["gpu1"].healthy  # a pod's slurmd that supervisor gave up on
 
 
@@ -305,7 +305,7 @@ def test_a_node_on_another_tailnet_address_is_unhealthy(tailnet_mesh, fake):
         "gpu1": node_read(tailnet=ts("Running", "100.64.9.9")),  # Slurm and NFS still use 100.64.0.2
         "cpu1": node_read(tailnet=ts("Running", "100.64.0.3")),
     }
-    rows, _mlflow, _healthy = status_op.status(reading(tailnet_mesh))
+    rows, _mlflow, _healthy, _volumes = status_op.status(reading(tailnet_mesh))
     assert [r.name for r in rows if not r.healthy] == ["gpu1"]
 
 
@@ -314,7 +314,7 @@ def test_a_pending_node_is_unhealthy_whatever_it_reads(mesh, fake):
     nodes[2].state = "pending"
     mesh.save(nodes, mesh_vars)
     fake.reads = healthy_reads()
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert not healthy and cpu1.problem == "pending" and "meshctl apply" in cpu1.error
 
@@ -360,7 +360,7 @@ def test_a_record_outside_its_shape_is_refused_never_shown(mesh, fake, change, w
     fake.reads = healthy_reads()
     fake.records = {"cpu1": {**hostile_record(), **change}}
     nodes, _vars = mesh.load()
-    rows, _mlflow, healthy = status_op.status(Work(mesh, nodes, {}))
+    rows, _mlflow, healthy, _volumes = status_op.status(Work(mesh, nodes, {}))
     cpu1 = next(r for r in rows if r.name == "cpu1")
     assert not healthy and not cpu1.healthy
     assert "reported what meshctl refuses" in cpu1.error and why in cpu1.error
@@ -419,7 +419,7 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         assert "$/h" in text and "cost: $0.54/h for the rented nodes" in text
         assert {r["name"]: r["stopped_bills"] for r in out["nodes"]} == {"head": "", "gpu1": "", "cpu1": ""}
         api.backend.stop(pod)
-        rows, _mlflow, _healthy = status_op.status(reading(mesh))
+        rows, _mlflow, _healthy, _volumes = status_op.status(reading(mesh))
         assert {r.name: r.price_per_hour for r in rows}["gpu1"] == 0.0  # stopped: no compute an hour
         # ... but its volume disk still bills (Runpod's Manage Pods page): the row says so.
         bills = {r.name: r.stopped_bills for r in rows}
@@ -427,6 +427,15 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"}).output
         gpu1 = next(line for line in text.splitlines() if line.strip().startswith("gpu1"))
         assert "stopped; still billed: its volume disk" in gpu1, text
+        # A network volume nothing mounts bills by the month: said, with the fix; the nodes as healthy.
+        assert "network volume" not in text and out["unused_volumes"] == []
+        api.add_volume("vol-left", "EU-RO-1", 100)
+        text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"}).output
+        assert "runpod network volume vol-left (volume-vol-left, 100 GB, EU-RO-1, $7.00/month) is used by no " \
+               "instance: it bills until it is deleted (delete it at Runpod once its data is saved" in text, text
+        got = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
+        out = json.loads(got.output[: got.output.rindex("}") + 1])
+        assert [v["id"] for v in out["unused_volumes"]] == ["vol-left"] and got.exit_code == result.exit_code
 
 
 def test_status_does_not_wait_for_a_provider_that_does_not_answer_and_shows_a_question_mark(mesh, fake, monkeypatch):
@@ -456,7 +465,7 @@ def test_status_does_not_wait_for_a_provider_that_does_not_answer_and_shows_a_qu
         gpu1 = next(line for line in text.splitlines() if line.strip().startswith("gpu1"))
         assert "?" in gpu1.split()
         assert "what the `?` nodes bill (their provider did not answer)" in text
-        rows, _mlflow, _healthy = status_op.status(reading(mesh))
+        rows, _mlflow, _healthy, _volumes = status_op.status(reading(mesh))
         assert {r.name: r.price_unknown for r in rows} == {"head": False, "gpu1": True, "cpu1": False}
     finally:
         silent.close()
@@ -472,13 +481,13 @@ def test_slurms_reason_for_a_node_it_took_out_is_shown(mesh, fake):
     reason = "meshctl: paperspace could not start it: Machine type is out of capacity [slurm@2026-11-24T22:50:01]"
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=f"down~|(null)|{reason}"))}
     fake.unreachable = ["gpu1"]
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert not healthy and not gpu1.healthy and gpu1.slurm == "down~"
     assert "Slurm's reason: meshctl: paperspace could not start it" in gpu1.error
     fake.unreachable = []
     fake.reads["head"] = head_read(sinfo_read=sinfo(gpu1="drained|(null)|GPU count 1 of 2 [root@2026-11-24T22:51]"))
-    rows, _mlflow, _healthy = status_op.status(reading(mesh))
+    rows, _mlflow, _healthy, _volumes = status_op.status(reading(mesh))
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert gpu1.problem == "slurm" and "Slurm sees it drained (GPU count 1 of 2" in gpu1.error
 
@@ -488,7 +497,7 @@ def test_a_node_that_started_without_a_gpu_shows_slurms_word_and_the_missing_dev
     node's record) and the health check's drain names the device (recorded on Slurm 22.05)."""
     row = "inval|gpu:rtx_a5000:1|meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1"
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1=row))}
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     gpu1 = next(r for r in rows if r.name == "gpu1")
     assert not healthy and gpu1.problem == "slurm" and gpu1.gpus == "gpu:rtx_a5000:1"
     assert "Slurm sees it inval (meshctl health: GPUs seen 1 of 2, missing /dev/nvidia1)" in gpu1.error
@@ -497,7 +506,7 @@ def test_a_node_that_started_without_a_gpu_shows_slurms_word_and_the_missing_dev
 def test_a_node_stopped_while_idle_is_healthy_and_said_so(mesh, fake):
     fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(gpu1="idle~|(null)|", cpu1="idle#|(null)|"))}
     fake.unreachable = ["gpu1", "cpu1"]
-    rows, _mlflow, healthy = status_op.status(reading(mesh))
+    rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
     by = {r.name: r for r in rows}
     assert healthy and by["gpu1"].healthy and "stopped while idle (idle_stop)" in by["gpu1"].error
     assert by["cpu1"].healthy and "starting: a job asked for it" in by["cpu1"].error
@@ -607,7 +616,7 @@ def test_status_shows_a_pool_nodes_machine_its_price_and_since_when_before_apply
                                              "h100-3": "down~|gpu:h100:1|meshctl: h100-3: no machine could be "
                                              "rented"}))  # fmt: skip
         fake.reads = {**healthy_reads(), "head": {**read, "rented": rented}}
-        rows, _mlflow, healthy = status_op.status(reading(mesh))
+        rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
         by = {r.name: r for r in rows}
         assert "h100-2" not in by  # powered down, no machine: named under the table
         one = by["h100-1"]
@@ -632,19 +641,19 @@ def test_status_shows_a_pool_nodes_machine_its_price_and_since_when_before_apply
                           instance=f"lambda:{machine.id}"))  # fmt: skip
         mesh.save(nodes, mesh_vars)
         fake.reads["h100-1"] = node_read()
-        rows, _mlflow, _healthy = status_op.status(reading(mesh))
+        rows, _mlflow, _healthy, _volumes = status_op.status(reading(mesh))
         one = next(r for r in rows if r.name == "h100-1")
         assert one.listed and one.ssh and one.role == "pool h100" and one.since == since and one.price_per_hour == 3.29
         # Given back: the provider runs it no more; the head's record no longer makes it rented, and
         # powered down it is said to be its pool's again.
         api.backend.terminate(machine)
-        rows, _mlflow, _healthy = status_op.status(reading(mesh))
+        rows, _mlflow, _healthy, _volumes = status_op.status(reading(mesh))
         one = next(r for r in rows if r.name == "h100-1")
         assert one.instance == "" and one.since is None
         fake.unreachable = ["h100-1"]
         fake.reads["head"] = {**read, "sinfo": sinfo(**{"h100-1": "idle~|gpu:h100:1|", "h100-2": "idle~|gpu:h100:1|",
                                                          "h100-3": "idle~|gpu:h100:1|"}), "rented": rented}  # fmt: skip
-        rows, _mlflow, healthy = status_op.status(reading(mesh))
+        rows, _mlflow, healthy, _volumes = status_op.status(reading(mesh))
         one = next(r for r in rows if r.name == "h100-1")
         assert one.healthy and one.error.startswith("given back to pool h100"), one
 

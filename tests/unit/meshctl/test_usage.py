@@ -136,3 +136,43 @@ def test_usage_on_a_head_without_accounting_yet_says_to_apply_first(tmp_path):
     assert done.returncode != 0
     assert "the head has no accounting yet (no sacct)" in done.stdout, done.stdout[-2000:] + done.stderr[-1000:]
     assert "run `meshctl apply`" in done.stdout and "Error executing command" not in done.stdout
+
+
+def test_usage_says_what_the_network_volumes_bill_by_the_month(tmp_path, monkeypatch):
+    """Storage bills apart from the jobs' hours: the accounts' network volumes, and the one nothing mounts."""
+    import json
+
+    from click.testing import CliRunner
+
+    from meshctl import cloud, runner
+    from meshctl.cli import cli
+    from meshctl.mesh import Mesh
+    from meshctl.model import Node
+    from tests.cloud_standin import KEY, Standin
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    mesh = Mesh(tmp_path)
+    (tmp_path / "group_vars").mkdir(exist_ok=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\n")
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 2}}, reports={"head": {"lines": lines()}})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    with Standin("runpod") as api:
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
+        pod = api.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)
+        api.add_volume("vol-used", "EU-RO-1", 20)
+        pod.mounts = {"network": [{"volumeId": "vol-used", "path": "/workspace"}]}
+        api.add_volume("vol-left", "EU-RO-1", 50)
+        mesh.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1"),
+                   Node("gpu1", "100.64.0.2", state="active", mesh_address="100.64.0.2", provider="runpod",
+                        instance=f"runpod:{pod.id}")], {})  # fmt: skip
+        cloud.add_account(mesh, {}, "runpod", KEY)
+        result = CliRunner().invoke(cli, ["usage", "--mesh", str(tmp_path)], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert "and network volumes: $4.90/month now, apart from the jobs' hours: runpod:vol-used (gpu1), " \
+               "runpod:vol-left (used by nothing)" in result.output  # fmt: skip
+        assert "vol-left (volume-vol-left, 50 GB, EU-RO-1, $3.50/month) is used by no instance" in result.output
+        out = json.loads(CliRunner().invoke(cli, ["usage", "--json", "--mesh", str(tmp_path)]).output)
+        assert {v["id"]: v["used_by"] for v in out["volumes"]} == {"vol-used": ["gpu1"], "vol-left": []}
