@@ -431,8 +431,10 @@ def test_status_shows_each_rented_nodes_price_and_the_total(mesh, fake, monkeypa
         assert "network volume" not in text and out["unused_volumes"] == []
         api.add_volume("vol-left", "EU-RO-1", 100)
         text = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "300"}).output
-        assert "runpod network volume vol-left (volume-vol-left, 100 GB, EU-RO-1, $7.00/month) is used by no " \
-               "instance: it bills until it is deleted (delete it at Runpod once its data is saved" in text, text
+        assert (
+            "runpod network volume vol-left (volume-vol-left, 100 GB, EU-RO-1, $7.00/month) is used by no "
+            "instance: it bills until it is deleted (delete it at Runpod once its data is saved" in text
+        ), text
         got = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--json"])
         out = json.loads(got.output[: got.output.rindex("}") + 1])
         assert [v["id"] for v in out["unused_volumes"]] == ["vol-left"] and got.exit_code == result.exit_code
