@@ -31,17 +31,22 @@ from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option
 @click.option("--cloud", "cloud_type", type=click.Choice(launch_op.CLOUDS, case_sensitive=False),
               help="Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by "
               "third parties).")  # fmt: skip
+@click.option("--cpus", type=click.IntRange(min=1),
+              help="The machine has at least this many vCPUs: offers that say less are left out (Runpod: a "
+              "placement filter).")  # fmt: skip
+@click.option("--memory", "memory_gb", type=click.FloatRange(min=0, min_open=True),
+              help="The machine has at least this many GB of memory, as --cpus.")  # fmt: skip
 @yes_option
 @ssh_key_option
 @mesh_option
 @wait_option
 @verbose_option
-def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, template_id, image, cloud_type, yes,
-            ssh_key, mesh_dir, wait, verbosity) -> None:  # fmt: skip
+def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, template_id, image, cloud_type, cpus,
+            memory_gb, yes, ssh_key, mesh_dir, wait, verbosity) -> None:  # fmt: skip
     """Create an instance at PROVIDER (or the cheapest offer of --gpu), wait for its SSH, and add it as
     node NAME (as add-node does). Asks before renting unless -y."""
     options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image,
-               "cloud": cloud_type.upper() if cloud_type else None}  # fmt: skip
+               "cloud": cloud_type.upper() if cloud_type else None, "cpus": cpus, "memory_gb": memory_gb}  # fmt: skip
     request = launch_op.new_request(name, provider, kind, gpu, only, max_price, options, ssh_key)
     w = work.reading(mesh_dir)
     chosen = launch_op.plan(w, request, say=display.echo, warn=lambda line: display.echo(line, err=True))

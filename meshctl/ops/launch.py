@@ -105,6 +105,10 @@ def plan(w: Work, request: Request,
         # for that offer only (no capacity, a pool the account cannot use) moves on to the next.
         most = request.max_price
         chosen = [o for o in rows if o.available and (most is None or o.price_per_hour <= most)]
+        for offer in chosen:  # smaller than --cpus/--memory where it says its size: Slurm would drain it
+            if too_small(offer, options):
+                warn(f"left out {offer.provider} ({offer.type}): it has {too_small(offer, options)}")
+        chosen = [o for o in chosen if not too_small(o, options)]
         if not chosen and problems:  # what could not be asked may have had it: never "no offer"
             raise ProviderError(f"no available offer of {gpu} from the providers that answered; "
                                 + "; ".join(f"{p}: {m}" for p, m in problems.items()),
@@ -113,7 +117,8 @@ def plan(w: Work, request: Request,
         if not chosen:
             cheaper = cloud.cheapest(rows)
             raise UsageError(f"no available offer of {gpu}" + (f" at most ${most:.2f}/h" if most is not None
-                             else "") + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h" if cheaper else ""),
+                             else "") + sized(options) + (f"; the cheapest is ${cheaper.price_per_hour:.2f}/h"
+                             if cheaper and not sized(options) else ""),
                              hint="`meshctl offers --gpu " + gpu + " --all` lists what there is")  # fmt: skip
         region = options.get("region")
         for offer in chosen:  # one candidate per region with capacity, where a launch names one
@@ -143,8 +148,8 @@ def plan(w: Work, request: Request,
     if ready[0][0] is not None and ready[0][0] is not first:
         first = ready[0][0]
         provider, kind, price = first.provider, first.type, first.price_per_hour
-    if not gpu:  # what the named type costs, from the provider's own offers
-        price = typed_price(mesh, mesh_vars, provider, kind, options.get("cloud"))
+    if not gpu:  # what the named type costs, from the provider's own offers (and its size, where they say)
+        price = typed_price(mesh, mesh_vars, provider, kind, options.get("cloud"), options)
     return Plan(ready, provider, kind, price, any(c[3].get("cloud") == "COMMUNITY" for c in ready))
 
 
@@ -205,12 +210,37 @@ def check_launch_options(provider: str, options: dict, ssh_key) -> None:
         raise UsageError(f"a {can.title} launch needs {flags}", hint="`meshctl launch --help` says what each is")
 
 
-def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None):
+def too_small(offer, options: dict) -> str:
+    """What OFFER lacks of the ``cpus`` and ``memory_gb`` OPTIONS ask (``--cpus``, ``--memory``, a
+    pool's size): '' when it has them or does not say its size (Runpod's placement filters take
+    those: the client sends them)."""
+    lacks = []
+    if options.get("cpus") and offer.vcpus and offer.vcpus < options["cpus"]:
+        lacks.append(f"{offer.vcpus:g} vCPUs ({options['cpus']} asked)")
+    if options.get("memory_gb") and offer.memory_gb and offer.memory_gb < options["memory_gb"]:
+        lacks.append(f"{offer.memory_gb:g} GB of memory ({options['memory_gb']:g} asked)")
+    return " and ".join(lacks)
+
+
+def sized(options: dict) -> str:
+    """`` with at least 32 vCPUs and 200 GB of memory``, as OPTIONS ask, or ''."""
+    parts = [f"{options['cpus']} vCPUs" if options.get("cpus") else "",
+             f"{options['memory_gb']:g} GB of memory" if options.get("memory_gb") else ""]  # fmt: skip
+    return f" with at least {' and '.join(p for p in parts if p)}" if any(parts) else ""
+
+
+def typed_price(mesh, mesh_vars, provider, kind, cloud_type=None, options=None):
     """What PROVIDER's offers say a KIND costs an hour (in CLOUD_TYPE, Runpod's Secure Cloud unless
-    told: a launch's default), or None (not listed, or no answer)."""
+    told: a launch's default), or None (not listed, or no answer). A KIND whose offer says it has
+    less than OPTIONS ask (``--cpus``, ``--memory``) is refused here, before anything is rented."""
     rows, problems = cloud.offers(mesh, mesh_vars, None, None, provider)
     if problems.get(provider):  # not asked is not "not listed": no price to confirm
         raise ProviderError(f"{provider}'s offers could not be read for the price of {kind}: {problems[provider]}")
+    small = next((too_small(r, options or {}) for r in rows if r.type == kind and too_small(r, options or {})), "")
+    if small:
+        raise UsageError(f"{provider}'s {kind} has {small}",
+                         hint="name a larger --type, or `meshctl launch --gpu GPU --cpus N --memory GB` for the "
+                         "cheapest offer that has them")  # fmt: skip
     wanted = cloud_type or "SECURE"
     prices = [r.price_per_hour for r in rows
               if r.type == kind and r.price_per_hour is not None and r.cloud in ("", wanted)]  # fmt: skip

@@ -14,6 +14,8 @@ from click.testing import CliRunner
 from meshctl import cloud, resources
 from meshctl.cli import cli
 from meshctl.errors import ProviderError, UsageError
+from meshctl.ops import launch
+from meshctl.ops.work import reading
 from tests import api_schemas
 from tests.cloud_standin import KEY, Server, Standin
 from tests.conftest import FIXTURES
@@ -835,3 +837,29 @@ def test_a_lambda_offer_is_tried_in_each_region_with_capacity(mesh, two_provider
     assert offer.type == "gpu_1x_a10" and [b["region_name"] for b in creates(lam)] == ["us-east-1", "us-west-1"]
     assert said[0].startswith("skipped lambda (gpu_1x_a10, us-east-1) at $0.75/h: ")
     assert account_clock.slept == [12.0] and 429 not in [a[2] for a in lam.answers]
+
+
+def test_launch_cpus_and_memory_leave_out_smaller_offers_and_go_to_runpod_as_placement_filters(mesh, two_providers):
+    """--cpus/--memory: an offer that says its size (Lambda's specs: 30 vCPUs, 200 GiB a GPU) and has
+    less is left out, said why; Runpod's offers say none, so its create carries them as placement
+    filters per GPU (gpu.minVcpuCountPerGpu, minRamPerGpu)."""
+    lam, rp = two_providers
+    args = ["launch", "--gpu", "A10", "--name", "n1", "-y", "--mesh", str(mesh.path)]
+    small = CliRunner().invoke(cli, [*args, "--cpus", "64"], env={"COLUMNS": "200"})
+    assert small.exit_code == UsageError.exit_code, small.output
+    assert "left out lambda (gpu_1x_a10): it has 30 vCPUs (64 asked)" in small.output
+    assert "no available offer of A10 with at least 64 vCPUs" in small.output
+    assert not [r for r in lam.requests if r[0] == "POST"]
+    typed = CliRunner().invoke(cli, ["launch", "lambda", "--type", "gpu_1x_a10", "--region", "us-east-1",
+                                     "--ssh-key-name", "meshctl", "--memory", "512", "--name", "n1", "-y",
+                                     "--mesh", str(mesh.path)], env={"COLUMNS": "200"})  # fmt: skip
+    assert typed.exit_code == UsageError.exit_code, typed.output
+    assert "lambda's gpu_1x_a10 has 200 GB of memory (512 asked)" in typed.output
+    assert not [r for r in lam.requests if r[0] == "POST"]
+    chosen = launch.plan(reading(mesh), launch.new_request("n1", None, None, "A5000", options={"cpus": 12,
+                         "memory_gb": 40.0}), say=lambda _line: None, warn=lambda _line: None)  # fmt: skip
+    offer, provider, kind, options = chosen.candidates[0]
+    assert provider == "runpod" and offer.vcpus is None  # Runpod's catalog says no size: kept
+    cloud.launch(mesh, {}, provider, kind, "n1", {**options, "public_key": "ssh-ed25519 A x"})
+    assert creates(rp)[-1]["gpu"] == {"id": "NVIDIA RTX A5000", "count": 1, "minVcpuCountPerGpu": 12,
+                                      "minRamPerGpu": 40}  # fmt: skip
