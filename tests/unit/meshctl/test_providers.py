@@ -863,3 +863,16 @@ def test_launch_cpus_and_memory_leave_out_smaller_offers_and_go_to_runpod_as_pla
     cloud.launch(mesh, {}, provider, kind, "n1", {**options, "public_key": "ssh-ed25519 A x"})
     assert creates(rp)[-1]["gpu"] == {"id": "NVIDIA RTX A5000", "count": 1, "minVcpuCountPerGpu": 12,
                                       "minRamPerGpu": 40}  # fmt: skip
+
+
+def test_nothing_of_runpods_retired_rest_v1_or_its_graphql_api_is_left():
+    """Runpod retired REST v1 (rest.runpod.io/v1) on 2026-11-15 and ends GraphQL in 2027: the client
+    speaks v2 only, and nothing else in meshctl, the collection or the tests names either."""
+    old = re.compile(r"rest\.runpod\.io|api\.runpod\.io/graphql|graphql|/v1/pods|dockerArgs|podFindAndDeployOnDemand",
+                     re.IGNORECASE)  # fmt: skip
+    places = [*ROOT.glob("meshctl/**/*.py"), *ROOT.glob("plugins/**/*.py"), *ROOT.glob("roles/**/*.*"),
+              *ROOT.glob("tests/cloud_standin.py"), ROOT / "tests" / "schemas" / "runpod.json"]  # fmt: skip
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if old.search(line)]  # fmt: skip
+    assert found == []
+    assert mod("mesh_cloud_runpod").CAPABILITIES.default_url == "https://api.runpod.io/v2"
