@@ -873,6 +873,7 @@ def test_nothing_of_runpods_retired_rest_v1_or_its_graphql_api_is_left():
     places = [*ROOT.glob("meshctl/**/*.py"), *ROOT.glob("plugins/**/*.py"), *ROOT.glob("roles/**/*.*"),
               *ROOT.glob("tests/cloud_standin.py"), ROOT / "tests" / "schemas" / "runpod.json"]  # fmt: skip
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
-             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if old.search(line)]  # fmt: skip
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if old.search(line)]  # fmt: skip
     assert found == []
     assert mod("mesh_cloud_runpod").CAPABILITIES.default_url == "https://api.runpod.io/v2"
