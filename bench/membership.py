@@ -93,7 +93,18 @@ class Bench:
         restarted = sorted(k for k in before if k in after and before[k] != after[k])
         if done.returncode:
             sys.stderr.write(done.stdout[-3000:] + done.stderr)
-        return {"seconds": round(seconds, 1), "rc": done.returncode, "restarted": restarted}
+        return {"seconds": round(seconds, 1), "rc": done.returncode, "restarted": restarted,
+                "profile": profile_of(self.mesh)}  # fmt: skip
+
+
+def profile_of(mesh: Path) -> list[str]:
+    """The profile that ends the newest run log of MESH (meshctl/timing.py): where its seconds went."""
+    logs = sorted((mesh / "logs").glob("*.log"), key=lambda path: path.stat().st_mtime)
+    if not logs:
+        return []
+    lines = logs[-1].read_text(errors="replace").splitlines()
+    start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("# profile:")), None)
+    return [] if start is None else [line.removeprefix("# ") for line in lines[start:] if line.startswith("# ")]
 
 
 def wait_state(name: str, wanted, limit: float) -> tuple[float, bool]:
@@ -166,6 +177,10 @@ def main() -> int:
         for r in rows:
             restarted = f"{len(r['restarted'])} {' '.join(r['restarted'])}".strip()
             print(f"{r['what']:<{width}}  {r['seconds']:>7}  {r['rc']:>4}  {restarted}")
+        for r in rows:  # where each add-node's seconds went, as its run log says
+            if r.get("profile"):
+                print(f"\n{r['what']}:")
+                print("\n".join(f"  {line}" for line in r["profile"]))
     return 0 if all(r["rc"] in r.get("expect", (0, 7)) for r in rows) else 1
 
 

@@ -25,7 +25,7 @@ import ansible_runner
 import yaml
 from ansible_runner.interface import init_runner
 
-from meshctl import health, hostkeys, interrupt, resources, ssh
+from meshctl import health, hostkeys, interrupt, resources, ssh, timing
 from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError, unreachable
 from meshctl.model import Unsafe, facts_problems
 from meshctl.progress import COUNTS, Progress, diff_lines  # noqa: F401 (commands' reporter: runner.Progress)
@@ -59,6 +59,7 @@ class RunResult:
     refused_records: dict[str, str] = field(default_factory=dict)  # per host: why its record was refused
     status_requests: dict[str, dict] = field(default_factory=dict)  # per host: STATUS_REQUEST_FACT
     log: Path | None = None  # the run's full output, kept under the mesh (logs/)
+    profile: list[str] = field(default_factory=list)  # where its seconds went (timing.Timing.lines)
 
     @property
     def ok(self) -> bool:
@@ -149,12 +150,14 @@ class Events:
         self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
         self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
         self.status_requests: dict[str, dict] = {}  # host -> what status is to read there (STATUS_REQUEST_FACT)
+        self.timing = timing.Timing()  # where the run's seconds went (per play and role, for each host)
 
     def event(self, event: dict) -> bool:
         kind = event.get("event", "")
         data = event.get("event_data", {})
         host = data.get("host", "")
         self.reporter.seen(kind, host, data, event.get("stdout") or "")
+        self.timing.seen(kind, data, event.get("created"))
         if kind == "runner_on_ok":
             res = data.get("res", {})
             facts = res.get("ansible_facts") or {}
@@ -417,6 +420,12 @@ def run_playbook(
         if interrupt.received() is not None or runner.status == "canceled":
             raise interrupted_run(stats, Path(log.name) if log is not None else None)
         progress.recap()
+        profile = events.timing.lines()
+        if profile and log is not None:  # where the seconds went: the end of every run's log
+            log.write("".join(f"# {line}\n" for line in profile))
+        if profile and verbosity:
+            for line in profile:
+                progress.note(line)
         if runner.status == "successful" and not check:
             record_task_counts(mesh_dir, playbook, stats)
         return RunResult(
@@ -431,6 +440,7 @@ def run_playbook(
             refused_records=dict(events.refused_records),
             status_requests=dict(events.status_requests),
             log=Path(log.name) if log is not None else None,
+            profile=profile,
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)

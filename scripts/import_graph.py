@@ -33,7 +33,7 @@ LAYERS = (
                           "meshctl.tailnet",
                           "meshctl.preflight", "meshctl.hostkeys", "meshctl.ssh")),
     ("model", ("meshctl.model", "meshctl.settings", "meshctl.slurm", "meshctl.hardware", "meshctl.health")),
-    ("foundation", ("meshctl", "meshctl.display", "meshctl.progress")),
+    ("foundation", ("meshctl", "meshctl.display", "meshctl.progress", "meshctl.timing")),
     ("shared core", ("meshctl.core",)),
     ("base", ("meshctl.errors", "meshctl.interrupt", "meshctl.resources")),
 )  # fmt: skip

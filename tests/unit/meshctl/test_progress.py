@@ -114,3 +114,26 @@ def test_a_run_returns_the_path_of_its_log(tmp_path, monkeypatch):
     assert result.log is not None and result.log.parent == tmp_path / "logs"
     said = runner.strategy_said(runner.mitogen_strategies())  # its first line: which way the run went
     assert result.log.read_text() == f"# meshctl: site.yml, {said}\nPLAY RECAP ****\n"
+
+
+def test_a_runs_log_ends_with_where_its_seconds_went_and_v_prints_it(tmp_path, monkeypatch):
+    from tests.unit.meshctl.test_timing import RUN
+
+    class Done:
+        status, rc = "successful", 0
+
+    def fake_run(**kw):
+        for kind, data, created in RUN:
+            kw["event_handler"]({"event": kind, "event_data": data, "created": created, "stdout": ""})
+        return Done()
+
+    monkeypatch.setattr(runner.ansible_runner, "run", fake_run)
+    for verbosity in (0, 1):
+        out = io.StringIO()
+        (tmp_path / str(verbosity)).mkdir()
+        result = runner.run_playbook("site.yml", {"all": {"hosts": {}}}, tmp_path / str(verbosity),
+                                     progress=runner.Progress(out=out, live=False), verbosity=verbosity)  # fmt: skip
+        logged = result.log.read_text().splitlines()
+        assert logged[-8].startswith("# profile: the run took 14.0 s") and logged[-1].startswith("# (the play's")
+        assert result.profile == [line.removeprefix("# ") for line in logged[-8:]]
+        assert ("profile: the run took 14.0 s" in out.getvalue()) == bool(verbosity)
