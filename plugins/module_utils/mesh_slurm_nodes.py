@@ -79,7 +79,8 @@ def head_runs_jobs(setting, providers):
     """Whether the head, which always runs slurmctld, also takes jobs (slurm_head_runs_jobs).
 
     ``setting``: ``auto`` (the default), or a boolean (YAML's, or its words ``true``/``yes``/...);
-    ``providers``: every node's provider (``mesh_provider``). ``auto`` keeps jobs on the head while
+    ``providers``: every node's provider (``mesh_provider``), and every burst pool's (``any``: the
+    pool rents from whichever provider has an offer). ``auto`` keeps jobs on the head while
     no node of the mesh is rented (a provider meshctl rents from, ``mesh_cloud.PROVIDERS``): a
     rented machine's root holds the munge key and can run jobs as any job user, and the head holds
     the secrets, MLflow and the provider keys, so such a mesh runs no job there.
@@ -88,7 +89,7 @@ def head_runs_jobs(setting, providers):
         return setting
     word = str(setting).strip().lower()
     if word == "auto":
-        return not any(str(provider) in RENTED for provider in providers or [])
+        return not any(str(provider) in (*RENTED, "any") for provider in providers or [])
     if word in ("true", "yes", "on", "1"):
         return True
     if word in ("false", "no", "off", "0"):

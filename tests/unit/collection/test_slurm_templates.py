@@ -625,7 +625,7 @@ def test_the_head_of_a_mesh_with_a_rented_node_runs_no_job_unless_told():
     head_runs_jobs = resources.plugin("module_utils.mesh_slurm_nodes").head_runs_jobs
     assert DEFAULTS["slurm_head_runs_jobs"] == "auto"
     assert head_runs_jobs("auto", ["local", "generic", "local"]) is True  # a desktop-only mesh keeps them
-    for rented in ("lambda", "runpod", "paperspace"):
+    for rented in ("lambda", "runpod", "paperspace", "any"):  # any: a burst pool's, from whichever has an offer
         assert head_runs_jobs("auto", ["local", rented]) is False
     assert head_runs_jobs(True, ["runpod"]) is True and head_runs_jobs("yes", ["runpod"]) is True
     assert head_runs_jobs(False, ["local"]) is False and head_runs_jobs("off", []) is False
@@ -633,7 +633,7 @@ def test_the_head_of_a_mesh_with_a_rented_node_runs_no_job_unless_told():
         head_runs_jobs("sometimes", [])
 
 
-def role_head_values(providers: dict[str, str], setting="auto") -> dict:
+def role_head_values(providers: dict[str, str], setting="auto", pools=()) -> dict:
     """Role slurm's own expressions for the head and its jobs (vars/main.yml), rendered with Ansible's
     core filters and this collection's over a mesh whose nodes have PROVIDERS (the first is the head)."""
     from ansible.plugins.filter.core import FilterModule as Core
@@ -647,6 +647,7 @@ def role_head_values(providers: dict[str, str], setting="auto") -> dict:
         "slurm_head_runs_jobs": setting,
         "slurm_controller_group": "head",
         "slurm_compute_group": "compute",
+        "mesh_burst_pools": list(pools),
     }
     for name in ("slurm_controller", "slurm_nodes", "slurm_head_jobs", "slurm_jobless_nodes"):
         variables[name] = yaml.safe_load(env.from_string(ROLE_VARS[name].strip()).render(**variables))
@@ -660,6 +661,10 @@ def test_the_roles_decide_the_heads_jobs_from_every_nodes_provider():
     assert rented == {"slurm_head_jobs": False, "slurm_jobless_nodes": ["desk"]}
     assert role_head_values({"desk": "local", "rp1": "runpod"}, True)["slurm_jobless_nodes"] == []
     assert role_head_values({"desk": "local"}, "false")["slurm_jobless_nodes"] == ["desk"]
+    # A burst pool rents machines too, from a provider named or from any (whatever runs now).
+    for chosen in (["any"], ["runpod"], ["lambda", "paperspace"]):
+        pooled = role_head_values({"desk": "local", "cpu1": "generic"}, pools=[{"name": "h100", "providers": chosen}])
+        assert pooled == {"slurm_head_jobs": False, "slurm_jobless_nodes": ["desk"]}, chosen
 
 
 def test_a_head_that_runs_no_job_registers_in_a_hidden_partition_no_job_may_use(render, mesh):

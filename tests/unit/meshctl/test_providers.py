@@ -877,3 +877,18 @@ def test_nothing_of_runpods_retired_rest_v1_or_its_graphql_api_is_left():
              if old.search(line)]  # fmt: skip
     assert found == []
     assert mod("mesh_cloud_runpod").CAPABILITIES.default_url == "https://api.runpod.io/v2"
+
+
+def test_no_role_or_playbook_names_a_provider_in_what_it_runs():
+    """A provider's quirks are its module's (plugins/module_utils/mesh_cloud_<name>.py): the roles'
+    and playbooks' YAML and templates ask the capabilities and the filters, never a provider by name
+    (a comment or a description may name one)."""
+    named = re.compile(r"""["'](lambda|runpod|paperspace)["']|==\s*(lambda|runpod|paperspace)\b""", re.IGNORECASE)
+    places = [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.j2"), *ROOT.glob("playbooks/*.yml")]
+    found = []
+    for path in places:
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            code = line.split(" #", 1)[0] if not line.lstrip().startswith(("#", "{#")) else ""
+            if "description:" not in code and named.search(code):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert places and found == []
