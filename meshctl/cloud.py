@@ -39,6 +39,19 @@ REPLACED = tuple(p for p in common().with_capability("keeps_volume") if not comm
 THIRD_PARTY_HOST = ("Community Cloud: the host is run by a third party, whose root can read and change the node "
                     "and, through it, act in the cluster as any job user (docs/trust.md)")  # fmt: skip
 CLOUDS = tuple(sorted({c for p in PROVIDERS for c in getattr(common().client_module(p), "CLOUDS", ())}))
+
+
+def launch_options() -> list[tuple[str, dict]]:
+    """Every provider's own launch options, ``(provider, option)`` (its module's ``LAUNCH_OPTIONS``:
+    key, flag, help, multiple, choices), in the order of PROVIDERS."""
+    return [(p, option) for p in PROVIDERS for option in getattr(common().client_module(p), "LAUNCH_OPTIONS", ())]
+
+
+def launch_flags() -> dict[str, str]:
+    """The command line's flag of every launch key: the common ones, then each provider's."""
+    return {**common().COMMON_LAUNCH_OPTIONS, **{option["key"]: option["flag"] for _p, option in launch_options()}}
+
+
 KEY_FOLDER = "providers"  # under the mesh's secrets/
 MAX_KEY_BYTES = 4096
 KEY_RE = re.compile(r"[A-Za-z0-9_.:+/=-]{8,512}")

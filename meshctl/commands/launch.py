@@ -10,7 +10,37 @@ from meshctl.ops import work
 from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
 
 
-@click.command("launch")
+class LaunchCommand(click.Command):
+    """``meshctl launch``: its help lists the common options and, when PROVIDER is named
+    (``meshctl launch runpod --help``), only that provider's own; else every provider's."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["meshctl.launch.words"] = list(args)  # read by the help, which runs before PROVIDER is parsed
+        return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        words = ctx.meta.get("meshctl.launch.words") or []
+        named = next((w for w in words if w in launch_op.PROVIDERS), None)
+        helping = ctx.resilient_parsing or bool({"--help", "-h"} & set(words))  # help, or the shell's completion
+        if named is None or not helping:
+            return params
+        return [p for p in params if getattr(p, "provider", named) == named]
+
+
+def provider_option(owner: str, option: dict) -> click.Option:
+    """One of a provider's own launch options (its module's LAUNCH_OPTIONS) as a click option."""
+    made = click.Option(
+        [option["flag"], option["key"]],
+        multiple=option["multiple"],
+        type=click.Choice(option["choices"], case_sensitive=False) if option["choices"] else None,
+        help=option["help"],
+    )
+    made.provider = owner
+    return made
+
+
+@click.command("launch", cls=LaunchCommand)
 @click.argument("provider", required=False, type=click.Choice(launch_op.PROVIDERS))
 @click.option("--type", "kind",
               help="Instance type (Lambda: gpu_1x_a10), GPU type id (Runpod: NVIDIA RTX A5000) or machine type "
@@ -25,12 +55,6 @@ from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option
     help="Region (Lambda: us-east-1; Paperspace: ny2) or data centre (Runpod: EU-RO-1). With "
     "--gpu: Lambda's first with capacity unless named.",
 )
-@click.option("--ssh-key-name", "ssh_key_names", multiple=True, help="Lambda: a key registered at Lambda.")
-@click.option("--template-id", help="Paperspace: the OS template's id.")
-@click.option("--image", help="Runpod: the container image (default: an official PyTorch image that starts sshd).")
-@click.option("--cloud", "cloud_type", type=click.Choice(launch_op.CLOUDS, case_sensitive=False),
-              help="Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by "
-              "third parties).")  # fmt: skip
 @click.option("--cpus", type=click.IntRange(min=1),
               help="The machine has at least this many vCPUs: offers that say less are left out (Runpod: a "
               "placement filter).")  # fmt: skip
@@ -41,12 +65,11 @@ from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option
 @mesh_option
 @wait_option
 @verbose_option
-def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, template_id, image, cloud_type, cpus,
-            memory_gb, yes, ssh_key, mesh_dir, wait, verbosity) -> None:  # fmt: skip
+def command(provider, kind, gpu, only, max_price, name, region, cpus, memory_gb, yes, ssh_key, mesh_dir, wait,
+            verbosity, **own) -> None:  # fmt: skip
     """Create an instance at PROVIDER (or the cheapest offer of --gpu), wait for its SSH, and add it as
     node NAME (as add-node does). Asks before renting unless -y."""
-    options = {"region": region, "ssh_key_names": list(ssh_key_names), "template_id": template_id, "image": image,
-               "cloud": cloud_type.upper() if cloud_type else None, "cpus": cpus, "memory_gb": memory_gb}  # fmt: skip
+    options = {"region": region, "cpus": cpus, "memory_gb": memory_gb, **launch_op.provider_options(own, provider)}
     request = launch_op.new_request(name, provider, kind, gpu, only, max_price, options, ssh_key)
     w = work.reading(mesh_dir)
     chosen = launch_op.plan(w, request, say=display.echo, warn=lambda line: display.echo(line, err=True))
@@ -60,3 +83,7 @@ def command(provider, kind, gpu, only, max_price, name, region, ssh_key_names, t
     launch_op.launch(w, chosen, request, say=display.echo, wait=wait, verbosity=verbosity,
                      preflight_table=display.preflight_table)  # fmt: skip
     display.echo(f"{name} is active; `meshctl status` shows the mesh")
+
+
+# Each provider's own options (its module's LAUNCH_OPTIONS), after the common ones.
+command.params.extend(provider_option(owner, option) for owner, option in launch_op.PROVIDER_OPTIONS)

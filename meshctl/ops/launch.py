@@ -20,8 +20,7 @@ from meshctl.model import check_name
 from meshctl.ops import add, work
 from meshctl.ops.work import Work
 
-FLAGS = {"region": "--region", "ssh_key_names": "--ssh-key-name", "template_id": "--template-id", "image": "--image",
-         "cloud": "--cloud"}  # fmt: skip
+FLAGS = cloud.launch_flags()  # each launch key's --flag: the common ones and every provider's own
 
 
 @dataclass
@@ -58,6 +57,30 @@ class Plan:
 
 
 PROVIDERS, CLOUDS, THIRD_PARTY_HOST = cloud.PROVIDERS, cloud.CLOUDS, cloud.THIRD_PARTY_HOST
+PROVIDER_OPTIONS = cloud.launch_options()  # (provider, option): what each provider's launch takes of its own
+
+
+def provider_options(given: dict, provider: str | None) -> dict:
+    """The provider options GIVEN (``{key: value}``, None or () when not given) as launch options:
+    a list where an option is given more than once, a choice as its provider writes it. With
+    PROVIDER named, an option of another provider is refused, naming PROVIDER's."""
+    chosen = {}
+    for owner, option in PROVIDER_OPTIONS:
+        value = given.get(option["key"])
+        if value in (None, (), []):
+            continue
+        if provider and owner != provider and not any(o == provider and s["key"] == option["key"]
+                                                      for o, s in PROVIDER_OPTIONS):  # fmt: skip
+            own = [s["flag"] for o, s in PROVIDER_OPTIONS if o == provider]
+            raise UsageError(f"{option['flag']} is {cloud.capabilities(owner).title}'s, not {provider}'s",
+                             hint=f"{provider} takes {', '.join(own) or 'none of its own'} "
+                             f"(`meshctl launch {provider} --help`)")  # fmt: skip
+        if option["multiple"]:
+            value = list(value)
+        elif option["choices"]:
+            value = next(c for c in option["choices"] if c.lower() == str(value).lower())
+        chosen[option["key"]] = value
+    return chosen
 
 
 def new_request(

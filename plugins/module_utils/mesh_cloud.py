@@ -77,6 +77,19 @@ LAUNCH_KEYS = ("name", "type", "gpus", "region", "image", "ssh_key_names", "publ
                "volume_gb", "cpus", "memory_gb")  # fmt: skip
 
 
+def launch_option(key, flag, help, multiple=False, choices=()):
+    """One of a provider's own launch options (its module's ``LAUNCH_OPTIONS``): KEY of LAUNCH_KEYS,
+    the command line's FLAG for it, its HELP; MULTIPLE when it may be given more than once (a list),
+    CHOICES when it takes one of those words (any case; sent as written here)."""
+    if key not in LAUNCH_KEYS or not flag.startswith("--"):
+        raise ValueError(f"launch option {key!r} ({flag}): not one of LAUNCH_KEYS, or not a --flag")
+    return {"key": key, "flag": flag, "help": help, "multiple": multiple, "choices": tuple(choices)}
+
+
+# What every provider's launch takes, whatever the provider: the module's LAUNCH_OPTIONS add its own.
+COMMON_LAUNCH_OPTIONS = {"region": "--region", "cpus": "--cpus", "memory_gb": "--memory"}
+
+
 class Capabilities:
     """What one provider can do, as its module declares it (``CAPABILITIES``)."""
 

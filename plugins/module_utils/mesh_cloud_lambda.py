@@ -25,6 +25,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     Http,
     api_url,
     instance,
+    launch_option,
     message_of,
     offer,
 )
@@ -53,6 +54,14 @@ CAPABILITIES = Capabilities(
     launch_needs=("region", "ssh_key_names"),
     marks={"env": "", "words": ("lambda",)},
     registers_keys=True,
+)
+LAUNCH_OPTIONS = (
+    launch_option(
+        "ssh_key_names",
+        "--ssh-key-name",
+        "Lambda: the SSH key registered at Lambda the instance takes (exactly one).",
+        multiple=True,
+    ),
 )
 LAUNCH_INTERVAL = 12.0  # seconds between two launches (5 a minute): the account's, across every client
 LAUNCH_TRIES = 3  # a launch answered with a provider/ code (upstream, passing) is sent again this often

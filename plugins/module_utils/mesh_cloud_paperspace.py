@@ -22,6 +22,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     Http,
     api_url,
     instance,
+    launch_option,
     message_of,
 )
 
@@ -51,6 +52,7 @@ CAPABILITIES = Capabilities(
     marks={"env": "", "words": ("paperspace",)},
     registers_keys=False,
 )
+LAUNCH_OPTIONS = (launch_option("template_id", "--template-id", "Paperspace: the OS template's id."),)
 PAGE = 120  # the most machines one page holds
 STATUS = {"ready": "running", "serviceready": "starting", "starting": "starting", "provisioning": "starting",
           "restarting": "starting", "upgrading": "starting", "stopping": "stopping", "off": "stopped",

@@ -30,6 +30,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     Http,
     api_url,
     instance,
+    launch_option,
     message_of,
     number,
     offer,
@@ -66,6 +67,17 @@ CAPABILITIES = Capabilities(
 STATUS = {"PROVISIONING": "starting", "STARTING": "starting", "RUNNING": "running", "EXITED": "stopped",
           "ERROR": "unhealthy", "TERMINATED": "terminated"}  # fmt: skip
 CLOUDS = ("SECURE", "COMMUNITY")
+LAUNCH_OPTIONS = (
+    launch_option(
+        "image", "--image", "Runpod: the container image (default: an official PyTorch image that starts sshd)."
+    ),
+    launch_option(
+        "cloud",
+        "--cloud",
+        "Runpod: Secure Cloud (Runpod's data centres, the default) or Community Cloud (hosts run by third parties).",
+        choices=CLOUDS,
+    ),
+)
 IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"  # an official image: it starts sshd with PUBLIC_KEY
 VOLUME_PATH = "/workspace"
 MAX_BODY = 102400  # bytes: a larger request gets 413 before authentication (the create's description)

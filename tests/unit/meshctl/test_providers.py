@@ -892,3 +892,38 @@ def test_no_role_or_playbook_names_a_provider_in_what_it_runs():
             if "description:" not in code and named.search(code):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert places and found == []
+
+
+def test_each_provider_declares_its_own_launch_options_and_launch_help_shows_the_named_ones():
+    """A provider's options live in its module (LAUNCH_OPTIONS): `meshctl launch` takes them from
+    there, `meshctl launch runpod --help` lists Runpod's and no other's, and an option of another
+    provider is refused naming the provider's own."""
+    base = mod("mesh_cloud")
+    flags = {}
+    for name in base.PROVIDERS:
+        module = base.client_module(name)
+        for option in module.LAUNCH_OPTIONS:
+            assert option["key"] in base.LAUNCH_KEYS and option["help"].startswith(f"{module.CAPABILITIES.title}: ")
+            assert option["flag"] not in flags and option["flag"] not in base.COMMON_LAUNCH_OPTIONS.values()
+            flags[option["flag"]] = name
+        assert set(module.CAPABILITIES.launch_needs) <= {o["key"] for o in module.LAUNCH_OPTIONS} | {"region"}
+    assert set(flags) == {"--ssh-key-name", "--template-id", "--image", "--cloud"}
+    every = CliRunner().invoke(cli, ["launch", "--help"], env={"COLUMNS": "200"}).output
+    assert all(flag in every for flag in flags)
+    for name in base.PROVIDERS:
+        own = CliRunner().invoke(cli, ["launch", name, "--help"], env={"COLUMNS": "200"}).output
+        assert "--gpu" in own and "--cpus" in own and "--region" in own  # the common ones
+        assert {f for f in flags if f in own} == {f for f, p in flags.items() if p == name}, (name, own)
+    with pytest.raises(UsageError, match="--template-id is Paperspace's, not runpod's") as caught:
+        launch.provider_options({"template_id": "t1", "image": None, "ssh_key_names": ()}, "runpod")
+    assert "runpod takes --image, --cloud" in caught.value.hint
+    assert launch.provider_options({"cloud": "community", "ssh_key_names": ("a",)}, None) == {
+        "cloud": "COMMUNITY", "ssh_key_names": ["a"]}  # fmt: skip
+
+
+def test_a_launch_refuses_another_providers_option_before_asking_anything(mesh, two_providers):
+    lam, rp = two_providers
+    out = CliRunner().invoke(cli, ["launch", "runpod", "--type", "NVIDIA RTX A5000", "--ssh-key-name", "laptop",
+                                   "--name", "n1", "-y", "--mesh", str(mesh.path)])  # fmt: skip
+    assert out.exit_code == UsageError.exit_code and "--ssh-key-name is Lambda's, not runpod's" in out.output
+    assert lam.requests == [] and rp.requests == []
