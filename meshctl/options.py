@@ -92,3 +92,17 @@ def confirm(question: str, yes: bool) -> None:
     if not click.confirm(question, default=False):
         click.echo("nothing was done: you said no")  # a choice, not an error: exit 0
         raise click.exceptions.Exit(0)
+
+
+def own_launch_option(owner: str, option: dict, also: str = "") -> click.Option:
+    """One of a provider's own launch options (its module's LAUNCH_OPTIONS: key, flag, help,
+    multiple, choices) as a click option, marked as OWNER's (``launch NAME --help`` lists NAME's);
+    ALSO is added to its help."""
+    made = click.Option(
+        [option["flag"], option["key"]],
+        multiple=option["multiple"],
+        type=click.Choice(option["choices"], case_sensitive=False) if option["choices"] else None,
+        help=option["help"] + also,
+    )
+    made.provider = owner
+    return made

@@ -7,7 +7,14 @@ import click
 from meshctl import display
 from meshctl.ops import burst as burst_op
 from meshctl.ops import work
-from meshctl.options import group_mesh_option, mesh_option, quiet_verbose_option, verbose_option, wait_option
+from meshctl.options import (
+    group_mesh_option,
+    mesh_option,
+    own_launch_option,
+    quiet_verbose_option,
+    verbose_option,
+    wait_option,
+)
 
 
 @click.group("burst")
@@ -32,14 +39,14 @@ def command() -> None:
 @mesh_option
 @wait_option
 @verbose_option
-def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_dir, wait, verbosity) -> None:
+def add(name, gpu, max_nodes, max_price, providers, idle, cpus, memory_gb, mesh_dir, wait, verbosity, **own) -> None:
     """Declare pool NAME: MAX_NODES Slurm nodes NAME-1..K with GPU, in the default partition after every
     other node and in a partition NAME. A job for them rents the cheapest offer within --max-price
     (and burst_max_spend); idle for --idle, the machine is terminated. Converges the head only."""
     seconds = burst_op.idle_seconds(idle)
     with work.changing(mesh_dir, "burst add", wait) as w:
         record = burst_op.pool_record(w.mesh, w.mesh_vars, name, gpu, max_nodes, max_price, list(providers), seconds,
-                                      cpus, memory_gb, display.echo)  # fmt: skip
+                                      cpus, memory_gb, display.echo, own)  # fmt: skip
         burst_op.add_pool(w, record, verbosity=verbosity)
     display.echo(f"pool {name}: Slurm nodes {burst_op.hostlist(record)} (partition {name}), each {record['gpus']} x "
                  f"{record['gpu']} (--gres={burst_op.gres(record)}) at most "
@@ -75,3 +82,12 @@ def remove(name, mesh_dir, wait, verbosity) -> None:
     with work.changing(mesh_dir, f"burst remove {name}", wait) as w:
         done = burst_op.remove_pool(w, name, display.echo, verbosity=verbosity)
     display.echo(f"pool {name}: removed" + (f"; terminated {', '.join(done)}" if done else "; it held no machine"))
+
+
+# The providers' own launch options (their modules' LAUNCH_OPTIONS), but what a pool's rent decides
+# itself (the head registers its own SSH key): every rent of the pool adds them to its create.
+add.params.extend(
+    own_launch_option(owner, option, " Added to every rent of the pool.")
+    for owner, option in burst_op.PROVIDER_OPTIONS
+    if option["key"] not in burst_op.POOL_DECIDES
+)

@@ -7,7 +7,15 @@ import click
 from meshctl import display
 from meshctl.ops import launch as launch_op
 from meshctl.ops import work
-from meshctl.options import confirm, mesh_option, ssh_key_option, verbose_option, wait_option, yes_option
+from meshctl.options import (
+    confirm,
+    mesh_option,
+    own_launch_option,
+    ssh_key_option,
+    verbose_option,
+    wait_option,
+    yes_option,
+)
 
 
 class LaunchCommand(click.Command):
@@ -26,18 +34,6 @@ class LaunchCommand(click.Command):
         if named is None or not helping:
             return params
         return [p for p in params if getattr(p, "provider", named) == named]
-
-
-def provider_option(owner: str, option: dict) -> click.Option:
-    """One of a provider's own launch options (its module's LAUNCH_OPTIONS) as a click option."""
-    made = click.Option(
-        [option["flag"], option["key"]],
-        multiple=option["multiple"],
-        type=click.Choice(option["choices"], case_sensitive=False) if option["choices"] else None,
-        help=option["help"],
-    )
-    made.provider = owner
-    return made
 
 
 @click.command("launch", cls=LaunchCommand)
@@ -86,4 +82,4 @@ def command(provider, kind, gpu, only, max_price, name, region, cpus, memory_gb,
 
 
 # Each provider's own options (its module's LAUNCH_OPTIONS), after the common ones.
-command.params.extend(provider_option(owner, option) for owner, option in launch_op.PROVIDER_OPTIONS)
+command.params.extend(own_launch_option(owner, option) for owner, option in launch_op.PROVIDER_OPTIONS)

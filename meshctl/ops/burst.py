@@ -39,6 +39,8 @@ def rented_dir(mesh: Mesh) -> Path:
 
 PROVIDERS = cloud.PROVIDERS  # what --provider may name, besides any
 MAX_NODES = core.mesh_burst.MAX_NODES  # the most nodes a pool may have
+PROVIDER_OPTIONS = launch.PROVIDER_OPTIONS  # each provider's own launch options (burst add takes them too)
+POOL_DECIDES = core.mesh_burst.POOL_DECIDES  # what a pool's rent decides itself: no option of the user's
 
 
 def idle_seconds(text: str) -> int:
@@ -163,7 +165,7 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
         public = Path(f"{key_file}.pub").read_text(encoding="utf-8").strip()
         # What each machine must have (the pool's, as slurm.conf says it): a provider that filters its
         # placement by it (Runpod) rents no smaller one, which Slurm would drain at registration.
-        options = {"cpus": int(pool["cpus"]), "memory_gb": int(pool["memory_mb"]) / 1024}
+        options = {**(pool.get("launch") or {}), "cpus": int(pool["cpus"]), "memory_gb": int(pool["memory_mb"]) / 1024}
         key_names = register_keys(mesh, mesh_vars, providers, public)
         if key_names:
             options["ssh_key_names"] = key_names
@@ -260,10 +262,12 @@ def pool_prices(mesh: Mesh, mesh_vars: dict, named: set[str], known: dict, probl
 
 def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int, max_price: float,
                 providers: list[str], idle: int, cpus: int | None, memory_gb: float | None,
-                say: Callable[[str], None]) -> dict:  # fmt: skip
-    """A pool as ``burst_pools`` holds it, checked, with what each offer it may rent must have."""
+                say: Callable[[str], None], own: dict | None = None) -> dict:  # fmt: skip
+    """A pool as ``burst_pools`` holds it, checked, with what each offer it may rent must have; OWN:
+    the providers' own launch options given (``launch.provider_options``), kept as its ``launch``."""
     wanted, count = cloud.parse_gpu(gpu)
     chosen = sorted(set(providers)) if providers and "any" not in providers else ["any"]
+    given = launch.provider_options(own or {}, chosen[0] if len(chosen) == 1 and chosen[0] != "any" else None)
     configured = cloud.configured(mesh)
     missing = [p for p in chosen if p != "any" and p not in configured]
     if missing or not configured:
@@ -272,7 +276,7 @@ def pool_record(mesh: Mesh, mesh_vars: dict, name: str, gpu: str, max_nodes: int
                          hint=f"`meshctl provider add {which} --key-file FILE` first")  # fmt: skip
     record = {"name": name, "gpu": wanted, "gpus": count or 1, "max_nodes": max_nodes, "max_price": max_price,
               "providers": chosen, "idle": idle, "cpus": cpus or 1,
-              "memory_mb": int((memory_gb or 1) * 1024)}  # fmt: skip
+              "memory_mb": int((memory_gb or 1) * 1024), **({"launch": given} if given else {})}  # fmt: skip
     sized = {"cpus": cpus is not None, "memory_mb": memory_gb is not None}
     problems = core.mesh_burst.pool_problems(record, cloud.PROVIDERS)
     if problems:

@@ -132,6 +132,8 @@ def plan(w: Work, request: Request,
             if too_small(offer, options):
                 warn(f"left out {offer.provider} ({offer.type}): it has {too_small(offer, options)}")
         chosen = [o for o in chosen if not too_small(o, options)]
+        if options.get("cloud"):  # --cloud (a pool's too): the offers of that cloud only
+            chosen = [o for o in chosen if not o.cloud or o.cloud == options["cloud"]]
         if not chosen and problems:  # what could not be asked may have had it: never "no offer"
             raise ProviderError(f"no available offer of {gpu} from the providers that answered; "
                                 + "; ".join(f"{p}: {m}" for p, m in problems.items()),

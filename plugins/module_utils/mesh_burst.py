@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import LAUNCH_KEYS
+
 NAME_RE = re.compile(r"[a-z][a-z0-9]{0,15}")  # a pool's name: its partition's, its nodes' stem
 GPU_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,40}")
 # Names Slurm or meshctl already gives a partition or a node set.
@@ -21,7 +23,12 @@ RESERVED = ("main", "gpu", "meshctl", "default", "all", "cloud")
 MAX_NODES = 64
 MAX_PRICE = 1000.0  # $/h of one machine: above it is a typo
 MIN_IDLE = 60  # seconds: Slurm's power saving looks about once a minute
-KEYS = ("name", "gpu", "gpus", "max_nodes", "max_price", "providers", "idle", "cpus", "memory_mb")
+KEYS = ("name", "gpu", "gpus", "max_nodes", "max_price", "providers", "idle", "cpus", "memory_mb", "launch")
+# A pool's ``launch``: what its rents add to every create (a provider's own launch options, given to
+# `meshctl burst add` as to `meshctl launch`: Runpod's --cloud, Paperspace's --template-id); never
+# what the pool or the head decides itself (the machine's name, type, GPUs, size and the head's key).
+POOL_DECIDES = ("name", "type", "gpus", "public_key", "ssh_key_names", "cpus", "memory_gb")
+LAUNCH_VALUE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.:/@+=-]{0,199}")
 WEIGHT = 1000  # Slurm fills nodes of lower weight first: every owned or rented node (1) before a pool's
 FEATURE = "meshctl_burst"  # every pool node's feature (the pool's own name is its partition)
 DEVICE = "/dev/nvidia"  # a rented NVIDIA machine's GPU devices: /dev/nvidia0..N-1
@@ -98,6 +105,15 @@ def pool_problems(pool, providers=()):
         value = idle_seconds(pool.get(key)) if key == "idle" else pool.get(key)
         if _number(value, kind, low, high) is None:
             problems.append(f"{label}: {key} must be a number from {low} to {high}, not {pool.get(key)!r}")
+    launch = pool.get("launch")
+    if launch is not None and not isinstance(launch, dict):
+        problems.append(f"{label}: launch must be a mapping of launch options (`meshctl burst add` writes it)")
+    for key, value in (launch or {}).items() if isinstance(launch, dict) else ():
+        values = value if isinstance(value, list) else [value]
+        if key not in LAUNCH_KEYS or key in POOL_DECIDES:
+            problems.append(f"{label}: launch option {key!r} is none a pool may set")
+        elif not values or not all(isinstance(v, str) and LAUNCH_VALUE_RE.fullmatch(v) for v in values):
+            problems.append(f"{label}: launch option {key} must be plain text (letters, digits, . _ : / @ + = -)")
     chosen = pool.get("providers")
     if not isinstance(chosen, list) or not chosen or not all(isinstance(p, str) for p in chosen):
         problems.append(f"{label}: providers must be a list: [any] or some of {', '.join(providers)}")

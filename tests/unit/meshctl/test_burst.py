@@ -233,3 +233,36 @@ def test_a_pools_nodes_have_what_its_smallest_offer_has_unless_told(mesh, monkey
             ops.pool_record(mesh, {}, "h100", "H100:1", 2, 1.0, [], 600, None, None, said.append)
         with pytest.raises(Exception, match="no runpod account"):
             ops.pool_record(mesh, {}, "h100", "H100:1", 2, 3.5, ["runpod"], 600, None, None, said.append)
+
+
+def test_a_pool_keeps_the_providers_own_launch_options_and_every_rent_sends_them(mesh, monkeypatch):
+    """`burst add --cloud community --image I` (Runpod's own options): the pool keeps them as its
+    ``launch``, checked as every setting is; a rent of the pool rents in that cloud only and sends them.
+    What a pool decides itself (the head's key, the machine's size) is no option of the user's."""
+    from meshctl import cloud
+    from meshctl.errors import UsageError
+    from meshctl.ops import burst as ops
+    from meshctl.ops import launch
+    from meshctl.ops.work import reading
+
+    with Standin("runpod") as api:
+        monkeypatch.setenv("MESHCTL_RUNPOD_API_URL", api.url)
+        cloud.add_account(mesh, {}, "runpod", KEY, check=False)
+        said = []
+        own = {"cloud": "community", "image": "ghcr.io/lab/node:1", "template_id": None, "ssh_key_names": ()}
+        record = ops.pool_record(mesh, {}, "a5k", "RTX A5000:1", 2, 1.0, ["runpod"], 600, None, None, said.append, own)
+        assert record["launch"] == {"cloud": "COMMUNITY", "image": "ghcr.io/lab/node:1"}
+        assert core.mesh_burst.pool_problems(record, cloud.PROVIDERS) == []
+        with pytest.raises(UsageError, match="--template-id is Paperspace's, not runpod's"):
+            ops.pool_record(mesh, {}, "a5k", "RTX A5000:1", 2, 1.0, ["runpod"], 600, None, None, said.append,
+                            {"template_id": "t1"})  # fmt: skip
+        for bad, why in (({"public_key": "ssh-ed25519 A"}, "none a pool may set"), ({"image": "x\ny"}, "plain text"),
+                         ({"cpus": "64"}, "none a pool may set"), ("COMMUNITY", "must be a mapping")):  # fmt: skip
+            problems = core.mesh_burst.pool_problems({**record, "launch": bad}, cloud.PROVIDERS)
+            assert any(why in p for p in problems), (bad, problems)
+        # The rent's plan: the pool's options with its size; the Community Cloud's offer only.
+        options = {**record["launch"], "cpus": 1, "memory_gb": 1.0, "public_key": "ssh-ed25519 A x"}
+        request = launch.new_request("a5k-1", None, None, "RTX A5000:1", "runpod", 1.0, options)
+        chosen = launch.plan(reading(mesh), request, say=said.append, warn=said.append)
+        assert [c[3]["cloud"] for c in chosen.candidates] == ["COMMUNITY"]
+        assert chosen.candidates[0][3]["image"] == "ghcr.io/lab/node:1"

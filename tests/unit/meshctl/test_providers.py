@@ -927,3 +927,10 @@ def test_a_launch_refuses_another_providers_option_before_asking_anything(mesh, 
                                    "--name", "n1", "-y", "--mesh", str(mesh.path)])  # fmt: skip
     assert out.exit_code == UsageError.exit_code and "--ssh-key-name is Lambda's, not runpod's" in out.output
     assert lam.requests == [] and rp.requests == []
+
+
+def test_launch_gpu_with_cloud_rents_in_that_cloud_only(mesh, two_providers):
+    """--cloud secure with --gpu: the cheaper Community Cloud offer is not a candidate."""
+    chosen = launch.plan(reading(mesh), launch.new_request("n1", None, None, "A5000", options={"cloud": "SECURE"}),
+                         say=lambda _line: None, warn=lambda _line: None)  # fmt: skip
+    assert [(c[1], c[3]["cloud"]) for c in chosen.candidates] == [("runpod", "SECURE")] and chosen.price == 0.27
