@@ -346,6 +346,35 @@ def volume_of(mesh: Mesh, mesh_vars: dict, ref: str) -> tuple[VolumeRow | None, 
                      row["price_per_month"], [instance_id, *others]), others  # fmt: skip
 
 
+def machine_gone(mesh: Mesh, mesh_vars: dict, node: Node) -> str:
+    """How NODE's machine is not there, as its provider says (``stopped at runpod``, ``terminated at
+    lambda``, ``gone from lambda``), or '' when it may run, or its provider cannot be asked. A node
+    whose machine the head replaces by name (a pool's, one launched again, a pod moved to a new pod
+    of its volume) has none gone while an instance named as it runs."""
+    provider = provider_of(node)
+    if not node.instance or provider is None or provider not in configured(mesh):
+        return ""
+    api, own = account(mesh, mesh_vars, provider), node.instance.partition(":")[2]
+    try:
+        status = api.get(own)["status"]
+    except common().CloudError as exc:
+        if exc.kind != "not-found":
+            return ""
+        status = "gone"
+    except ProviderError:
+        return ""
+    if status not in (*common().GONE, "stopped", "gone"):
+        return ""
+    try:
+        again = [i for i in api.list() if i["name"] == node.name and i["id"] != own
+                 and i["status"] not in (*common().GONE, "stopped", "stopping")]  # fmt: skip
+    except (common().CloudError, ProviderError):
+        return ""
+    if again:
+        return ""
+    return f"gone from {provider}" if status == "gone" else f"{status} at {provider}"
+
+
 def delete_volume(mesh: Mesh, mesh_vars: dict, row: VolumeRow) -> None:
     call(account(mesh, mesh_vars, row.provider).delete_volume, row.id)
 

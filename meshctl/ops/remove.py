@@ -67,6 +67,9 @@ def remove_node(w: Work, name: str, force: bool, timeout: float, progress, say=p
     head = head_of(nodes)
     remaining = [n for n in nodes if n.name != name]
     extravars = {"slurm_controller_drain_force": bool(force), "slurm_controller_drain_timeout": int(timeout)}
+    gone = cloud.machine_gone(mesh, mesh_vars, node)  # its provider's word: no SSH waits on what is not there
+    if gone:
+        extravars["meshctl_leaving_gone"] = True
     # The run's inventory is the mesh without the leaving node, which the run reaches as ``leaving``.
     result = Work(mesh, remaining, mesh_vars).run("remove_node.yml", progress, targets=[head], leaving=[node],
                                                   extravars=extravars, verbosity=verbosity)  # fmt: skip
@@ -74,7 +77,13 @@ def remove_node(w: Work, name: str, force: bool, timeout: float, progress, say=p
         again = runner.again(f"meshctl remove-node {name}")
         retry = f"{name} is still in the mesh; fix the problem and run `{again}` again"
         runner.raise_for(result, retry, done=f"{name} is still in the mesh", head=head.name)
-    if name in result.unreachable:
+    if gone:
+        say(
+            f"{name}: its machine is {gone}: its slurmd, Tailscale login, munge key and MLflow account were left "
+            "as they are; delete the machine at its provider if it may boot again (it would register with Slurm "
+            "again), and run `meshctl rotate-munge-key`: with the mesh's munge key it can act as any user in Slurm"
+        )
+    elif name in result.unreachable:
         say(
             f"{name}: could not be reached: its slurmd, Tailscale login, munge key and MLflow account were left "
             "as they are; delete the machine at its provider (it would register with Slurm again if it booted), "

@@ -877,3 +877,39 @@ def test_remove_node_terminate_delete_volume_keeps_one_another_pod_mounts(mesh, 
     assert result.exit_code == 0, result.output
     assert pod.state == "terminated" and "vol-shared" in runpod.network_volumes
     assert "kept, mounted by notebook too" in result.output
+
+
+def test_a_leaving_nodes_machine_its_provider_says_is_stopped_or_gone_is_not_reached(mesh, runpod, monkeypatch):
+    """remove-node asks the provider first: a machine stopped, terminated or gone (and none running
+    under the node's name) is not tried over SSH (the run gets meshctl_leaving_gone), and the words
+    say what its provider said."""
+    pod, _nodes, _mesh_vars = pod_node(mesh, runpod, "gpu1")
+    node = next(n for n in mesh.load()[0] if n.name == "gpu1")
+    assert cloud.machine_gone(mesh, {}, node) == ""  # it runs
+    pod.state = "stopped"
+    assert cloud.machine_gone(mesh, {}, node) == "stopped at runpod"
+    again = runpod.add("gpu1", "NVIDIA RTX A5000", 1, 0.27)  # a machine named as the node runs: reach it
+    assert cloud.machine_gone(mesh, {}, node) == ""
+    again.state = "terminated"
+    pod.state = "terminated"
+    assert cloud.machine_gone(mesh, {}, node) == "gone from runpod"  # the stand-in lists it no more
+    runpod.fail_next = [(401, runpod._error(401, "invalid api key"), {})]  # cannot be asked: reach it as before
+    assert cloud.machine_gone(mesh, {}, node) == ""
+    runpod.fail_next = []
+    seen = []
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        seen.append(kw.get("extravars") or {})
+        from meshctl import runner
+
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 1}})
+
+    from meshctl import runner
+    from meshctl.ops import remove
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    said = []
+    remove.remove_node(reading(mesh), "gpu1", False, 0, None, say=said.append)
+    assert seen[0]["meshctl_leaving_gone"] is True
+    assert said[0].startswith("gpu1: its machine is gone from runpod: its slurmd, Tailscale login, munge key")
+    assert [n.name for n in mesh.load()[0]] == ["head"]
