@@ -1,7 +1,7 @@
-"""`make test` runs the e2e files and the Molecule scenarios in three lanes (Makefile `suites`):
-every scenario is in exactly one lane, LATE_E2E and PROVIDERS_E2E name e2e files that exist (in one
-lane each), and the scenarios that share container names (default and debian13: head, gpu1, cpu1)
-are in the same lane."""
+"""`make test` runs the e2e files and the Molecule scenarios in four lanes (Makefile `suites`):
+every scenario is in exactly one lane, LATE_E2E, PROVIDERS_E2E and POD_E2E name e2e files that exist
+(in one lane each), and the scenarios that share container names (default and debian13: head, gpu1,
+cpu1) are in the same lane."""
 
 import re
 from pathlib import Path
@@ -37,11 +37,11 @@ def test_scenarios_of_different_lanes_share_no_container_name():
             assert not one & other, (one & other, LANES)
 
 
-def test_the_late_and_the_providers_e2e_files_exist_each_in_one_lane():
-    late, providers = make_list("LATE_E2E"), make_list("PROVIDERS_E2E")
-    for files in (late, providers):
+def test_the_late_the_providers_and_the_pod_e2e_files_exist_each_in_one_lane():
+    late, providers, pods = make_list("LATE_E2E"), make_list("PROVIDERS_E2E"), make_list("POD_E2E")
+    for files in (late, providers, pods):
         assert files and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in files)
-    assert not set(late) & set(providers)
+    assert len({*late, *providers, *pods}) == len(late) + len(providers) + len(pods)
 
 
 def subnets(scenario: str) -> set[str]:
