@@ -36,7 +36,7 @@ from meshctl.localmesh import nodes
 from tests.cloud_standin import KEY as API_KEY
 from tests.cloud_standin import PodBackend, Standin
 from tests.e2e import MITOGEN, TESTBED_ENV, runs_said, wait_for, wait_for_ssh
-from tests.e2e.rented import JOB_USER, PODS, forget_accounts, take_out
+from tests.e2e.rented import JOB_USER, PODS
 from tests.e2e.rented import TS_KEY as KEY
 from tests.e2e.standin import install_standin
 
@@ -138,8 +138,9 @@ class PodBed:
 
 @pytest.fixture(scope="module")
 def bed(pods_head):
-    """The pod beside its head (tests/e2e/rented.py: PODS), taken out of the mesh again at the end:
-    the head as this file found it."""
+    """The pod beside its head (tests/e2e/rented.py: PODS). The head is this file's alone and goes
+    at the session's end with its pods: nothing is taken out of its mesh first (a pod's removal is
+    test_launch_rents_a_pod_that_joins_and_remove_node_terminate_gives_it_back's)."""
     if shutil.which("nsenter") is None or shutil.which("iptables") is None:
         pytest.skip("no nsenter or iptables on this machine for the pod's firewall")
     sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
@@ -157,8 +158,6 @@ def bed(pods_head):
             bed.machine.mounts = {"network": [NETWORK_VOLUME]}
             api.add_volume(NETWORK_VOLUME["volumeId"], bed.machine.data_center)
             yield bed
-            take_out(pods_head, "rp2", "rp1", env={"MESHCTL_RUNPOD_API_URL": api.url})
-            forget_accounts(pods_head, "runpod")
     finally:
         sh("docker", "rm", "-f", "-v", POD_NAME, LAUNCHED[0], check=False)
         sh("docker", "volume", "rm", "-f", VOLUME, LAUNCHED[2], check=False)

@@ -1,4 +1,4 @@
-"""`make test` runs the e2e files and the Molecule scenarios in four lanes (Makefile `suites`):
+"""`make test` runs the e2e files and the Molecule scenarios in three lanes (Makefile `suites`):
 every scenario is in exactly one lane, LATE_E2E, PROVIDERS_E2E and POD_E2E name e2e files that exist
 (in one lane each), and the scenarios that share container names (default and debian13: head, gpu1,
 cpu1) are in the same lane."""
