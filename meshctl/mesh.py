@@ -55,6 +55,7 @@ def to_inventory(
     secrets: Path | None = None,
     leaving: list[Node] | tuple = (),
     converging: set[str] | None = None,
+    settled: set[str] | frozenset = frozenset(),
 ) -> dict:
     """The Ansible inventory for these nodes: hosts with records, groups derived from them.
 
@@ -64,8 +65,10 @@ def to_inventory(
     whose add-node failed, stays out of the way), recorded hardware facts become each node's
     ``mesh_hw`` (so the head renders cluster-wide files without reaching the other nodes; a node
     in the run gathers fresh facts, which take precedence; recorded facts are node data, marked
-    ``Unsafe``: never templated), the secrets folder is named, and nodes leaving the mesh are hosts of
-    group ``leaving`` only.
+    ``Unsafe``: never templated), the secrets folder is named, nodes leaving the mesh are hosts of
+    group ``leaving`` only, and ``settled`` nodes (converged before, in the run only for what another
+    node's joining or leaving changes on them: the head in an add-node) are in group ``settled``,
+    which site.yml gives only the membership's steps.
     """
     for_run = facts is not None
     hosts = {n.name: n.hostvars() for n in [*nodes, *leaving]}
@@ -90,7 +93,9 @@ def to_inventory(
     for n in leaving:
         add("leaving", n.name)
         add(n.provider, n.name)
-    for group in (*ROLES, "pending", "tailnet", "pod", *(("leaving",) if for_run else ())):
+    for name in sorted(settled) if for_run else ():
+        add("settled", name)
+    for group in (*ROLES, "pending", "tailnet", "pod", *(("leaving", "settled") if for_run else ())):
         children.setdefault(group, {"hosts": {}})
     names = {n.name for n in [*nodes, *leaving]}
     for group, body in (groups or {}).items():  # groups a user added: kept, less nodes that left
@@ -324,13 +329,18 @@ class Mesh:
         return found
 
     def run_inventory(
-        self, nodes: list[Node], mesh_vars: dict, leaving: list[Node] | tuple = (), converging: set[str] | None = None
+        self,
+        nodes: list[Node],
+        mesh_vars: dict,
+        leaving: list[Node] | tuple = (),
+        converging: set[str] | None = None,
+        settled: set[str] | frozenset = frozenset(),
     ) -> dict:
         """The inventory one Ansible run gets (see ``to_inventory``), with the provider API URLs this
         machine overrides (MESHCTL_<PROVIDER>_API_URL), which the head's power program uses too."""
         facts = self.load_facts()
         inventory = to_inventory(nodes, mesh_vars, groups=self.user_groups(), facts=facts, secrets=self.secrets,
-                                 leaving=leaving, converging=converging)  # fmt: skip
+                                 leaving=leaving, converging=converging, settled=settled)  # fmt: skip
         urls = {p: os.environ[f"MESHCTL_{p.upper()}_API_URL"] for p in RENTED
                 if os.environ.get(f"MESHCTL_{p.upper()}_API_URL")}  # fmt: skip
         if urls:

@@ -291,7 +291,7 @@ def facts_problems(hw: object) -> list[str]:
     return hardware.mesh_hw().facts_problems(hw)
 
 
-DERIVED_GROUPS = (*ROLES, "pending", "tailnet", "pod", "leaving", *NODE_PROVIDERS)
+DERIVED_GROUPS = (*ROLES, "pending", "tailnet", "pod", "leaving", "settled", *NODE_PROVIDERS)
 
 
 def record(node: Node) -> dict:

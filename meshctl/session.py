@@ -35,6 +35,7 @@ def run(
     connect_timeout: int | None = None,
     stream: bool = True,
     rotating: bool = False,
+    settled: list[Node] | tuple = (),
 ) -> runner.RunResult:
     """Run a playbook on ``targets`` (default: every node) with the inventory of the whole mesh.
 
@@ -44,7 +45,9 @@ def run(
     after it, each node that finished without a failure has its hardware facts and its status
     request recorded in the mesh directory. A read (``converge=False``: status, usage, the auth
     key's rotation) records nothing. ``mitogen``, ``connect_timeout`` and ``stream`` are
-    ``runner.run_playbook``'s.
+    ``runner.run_playbook``'s. ``settled`` targets (the head, converged before, in an add-node or an
+    ``apply --limit`` of other nodes) get only what the other targets' membership changes on them
+    (group ``settled``: site.yml's steps for the mesh's membership, not their own drift repair).
     """
     if converge and not rotating and targets is not None and {n.name for n in targets} < {n.name for n in nodes} \
             and (mesh.secrets / vault.ROTATION_PENDING).is_file():  # fmt: skip
@@ -65,7 +68,7 @@ def run(
         vault.ensure_generated_secrets(mesh.secrets, vault.for_mesh(mesh_vars))
     progress = progress or runner.Progress()
     converging = {n.name for n in targets} if converge and targets is not None else None
-    inventory = mesh.run_inventory(nodes, mesh_vars, leaving, converging)
+    inventory = mesh.run_inventory(nodes, mesh_vars, leaving, converging, {n.name for n in settled})
     if converge:  # Lambda nodes: the head relaunches them with its copy of meshctl
         inventory["all"]["vars"].update(headcopy.control_vars(nodes, mesh_vars))
         # The secrets' generation: the head records it, and refuses an older copy's (role munge).

@@ -183,14 +183,16 @@ def add_node(w: Work, plans, progress, dry_run=False, verbosity=0):
     retry += (f" --name {added[0].name}` again" if len(added) == 1 else "` again") + "; "
     retry += f"the {'node is' if len(added) == 1 else 'nodes are'} recorded as pending until it succeeds"
     targets = [head, *added]
+    # A head converged before gets what the new nodes change on it, not a repair of its own.
+    settled = [head] if head.state == "active" and head.name not in names else []
     if dry_run:
         # The nodes are not written to mesh.yml: the run's inventory carries their whole records.
         result = Work(mesh, everyone, mesh_vars).run("site.yml", progress, targets=targets, check=True, diff=True,
-                                                     verbosity=verbosity)  # fmt: skip
+                                                     verbosity=verbosity, settled=settled)  # fmt: skip
         runner.raise_for(result, "the dry run found a problem; nothing was changed", head=head.name)
         return result
     w.save(everyone)
-    result = w.run("site.yml", progress, targets=targets, verbosity=verbosity)
+    result = w.run("site.yml", progress, targets=targets, verbosity=verbosity, settled=settled)
     runner.raise_for(result, retry, done=f"the {'node stays' if len(added) == 1 else 'nodes stay'} pending",
                      head=head.name)  # fmt: skip
     for node in targets:

@@ -121,6 +121,10 @@ def follow_pools(w: Work, progress, check: bool = False, head_record=None) -> li
 def apply(w: Work, progress, limit=None, check=False, diff=False, verbosity=0):
     """Converge the mesh (or the nodes named by ``limit`` and the head): the drift repair.
 
+    With ``limit``, a head converged before and not named in it is settled (``session.run``): it
+    gets what the named nodes' membership changes on it (Slurm's files, the share's exports, the
+    names, the power plan), not a repair of its own, which `apply` or `--limit HEAD` makes.
+
     Rented nodes their provider moved are recorded at their new address first (follow_moves), and
     burst pools' machines the head rented taken in (follow_pools). Nodes that cannot be reached are
     reported (exit 'partial'); the others are converged.
@@ -128,15 +132,18 @@ def apply(w: Work, progress, limit=None, check=False, diff=False, verbosity=0):
     follow_pools(w, progress, check)
     follow_moves(w, progress, check)
     mesh, nodes = w.mesh, w.nodes
-    targets = None
+    targets, settled = None, []
     if limit:
         wanted = [part.strip() for part in limit.split(",") if part.strip()]
         unknown = [w for w in wanted if w not in {n.name for n in nodes}]
         if unknown:
             names = ", ".join(unknown)
             raise UsageError(f"--limit names no node of the mesh: {names}", hint="`meshctl status` lists the nodes")
-        targets = [head_of(nodes), *(n for n in nodes if n.name in wanted)]
-    result = w.run("site.yml", progress, targets=targets, check=check, diff=diff, verbosity=verbosity)
+        head = head_of(nodes)
+        targets = [head, *(n for n in nodes if n.name in wanted and n is not head)]
+        settled = [head] if head.name not in wanted and head.state == "active" else []
+    result = w.run("site.yml", progress, targets=targets, check=check, diff=diff, verbosity=verbosity,
+                   settled=settled)  # fmt: skip
     reached = [n for n in (targets or nodes) if result.succeeded(n.name)]
     head_lost = head_of(nodes).name in result.unreachable
     partial = not result.ok and not result.failed and bool(result.unreachable) and not head_lost

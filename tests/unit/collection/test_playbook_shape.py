@@ -63,7 +63,8 @@ def test_site_names_each_role_per_group_with_one_tag_its_name_or_its_familys():
         if "import_playbook" in str(play):
             assert play.get("tags") == ["always"], play
             continue
-        assert play["hosts"] in ("head", "compute", "head:compute", "pod", "tailnet"), play["name"]
+        hosts = play["hosts"].removesuffix(":!settled")
+        assert hosts in ("head", "compute", "head:compute", "pod", "tailnet"), play["name"]
         for step in role_steps([play.get("tasks"), play.get("post_tasks")], []):
             role = role_of(step)
             roles_run.add(role)
@@ -105,6 +106,64 @@ def test_list_tags_names_one_tag_per_role_and_tags_nfs_runs_the_shares_roles_onl
     # Besides the share's roles: only what every step needs (the checks, the hardware facts).
     assert all(line.endswith("TAGS: [always]") for line in named if line not in nfs), tasks.stdout
     assert len(nfs) >= 10, tasks.stdout
+
+
+def settled_steps() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(role, entry point) of every site.yml step a head (that runs jobs) runs, as (settled, not settled): a settled
+    node is in no play whose hosts say `:!settled`, and skips a step whose `when` says `not
+    mesh_settled` (a condition of its own, never part of another)."""
+    settled, full = [], []
+    for play in site():
+        hosts = str(play.get("hosts", ""))
+        if "import_playbook" in str(play) or not ({"head", "compute", "tailnet"} & set(hosts.split(":"))):
+            continue
+        for step in role_steps([play.get("tasks"), play.get("post_tasks")], []):
+            spec = next(step[key] for key in ROLE_KEYS if key in step)
+            entry = (role_of(step), spec.get("tasks_from", "main"))
+            full.append(entry)
+            when = step.get("when") or ""
+            when = " and ".join(when) if isinstance(when, list) else str(when)
+            if "mesh_settled" in when:
+                assert "not mesh_settled" in when.split(" and "), f"{step['name']}: {when}"
+            if not hosts.endswith(":!settled") and "not mesh_settled" not in when:
+                settled.append(entry)
+    return settled, full
+
+
+def test_a_settled_head_gets_the_membership_steps_and_none_of_its_own():
+    """The head of an add-node (or of an `apply --limit` of other nodes) was converged before: it
+    gets what the new nodes change on it (Slurm's files and daemon, the power plan, the relaunch
+    list, the share's exports, the names, the features) and the first play's checks, never the
+    steps that only repair it (its tailnet, users, munge, job environment, MLflow, accounting,
+    slurmd, share mount, device rules)."""
+    settled, full = settled_steps()
+    assert set(settled) == {
+        ("mesh_base", "settings"), ("munge", "secret"), ("mlflow", "secret"), ("mesh_facts", "main"),
+        ("pod_volume", "apt_keep"), ("mesh_base", "python_apt"), ("slurm", "preflight"), ("mesh_base", "main"),
+        ("slurm_build", "main"), ("slurm", "main"), ("power_save", "main"), ("relaunch", "main"),
+        ("slurm_controller", "main"), ("slurm_controller", "start"), ("slurm_controller", "ready"),
+        ("nfs_server", "main"), ("slurm", "names"), ("slurm_node", "features"), ("slurm_controller", "features"),
+        ("slurm_node", "start"),
+    }, settled  # fmt: skip
+    skipped = set(full) - set(settled)
+    assert skipped == {
+        ("tailscale", "main"), ("job_users", "main"), ("munge", "main"), ("job_env", "main"), ("mlflow", "install"),
+        ("slurm_accounting", "main"), ("slurm_node", "main"), ("nfs_client", "main"), ("mlflow", "main"),
+        ("job_env", "wait"), ("nvidia_udev", "main"),
+    }, skipped  # fmt: skip
+
+
+def test_the_run_inventory_alone_has_group_settled():
+    """The run group `settled` site.yml reads is the run's: mesh.yml never holds it."""
+    from meshctl.mesh import to_inventory
+    from meshctl.model import Node
+
+    head = Node("head", "10.0.0.1", roles=["head", "compute"], state="active", mesh_address="10.0.0.1")
+    node = Node("n1", "10.0.0.2", mesh_address="10.0.0.2")
+    inventory = to_inventory([head, node], {}, facts={}, converging={"head", "n1"}, settled={"head"})
+    assert inventory["all"]["children"]["settled"] == {"hosts": {"head": {}}}
+    assert "settled" not in to_inventory([head, node], {})["all"]["children"]  # mesh.yml never holds it
+    assert to_inventory([head, node], {}, facts={})["all"]["children"]["settled"] == {"hosts": {}}
 
 
 def task_files(role: str, entry: str) -> list[Path]:

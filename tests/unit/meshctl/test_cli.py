@@ -83,6 +83,16 @@ def test_add_node_marks_active_after_success(mesh, fake_preflight, fake_runner):
     nodes, _ = mesh.load()
     assert {n.name: n.state for n in nodes} == {"head": "active", "box-7": "active"}
     assert mesh.load_facts() == {"head": HW, "box-7": HW}  # recorded for the next runs
+    # The head was set up before (active): the run gives it the membership's steps only.
+    assert inventory["all"]["children"]["settled"] == {"hosts": {"head": {}}}
+    assert "settled" not in mesh.inventory.read_text()  # a run's group, never mesh.yml's
+    # A head never converged (init records it pending) gets its whole setup in the first add-node.
+    nodes, mesh_vars = mesh.load()
+    nodes[0].state = "pending"
+    mesh.save(nodes, mesh_vars)
+    assert invoke(mesh, "add-node", "root@100.64.0.10", "--name", "box-8").exit_code == 0
+    assert fake_runner[1]["inventory"]["all"]["children"]["settled"] == {"hosts": {}}
+    assert fake_runner[1]["limit"] == "localhost,head,box-8"
 
 
 def test_failed_run_leaves_the_node_pending_and_says_how_to_retry(mesh, fake_preflight, fake_runner):
@@ -254,6 +264,12 @@ def test_apply_limit_adds_the_head_and_refuses_unknown_names(mesh, fake_runner):
     # The others' recorded facts travel in the inventory; only the nodes of the run get new ones.
     assert fake_runner[0]["inventory"]["all"]["hosts"]["cpu1"]["mesh_hw"]["cpus"] == 8
     assert mesh.load_facts()["gpu1"]["cpus"] == 4 and mesh.load_facts()["cpu1"]["cpus"] == 8
+    # The head gets what gpu1 changes on it (settled), unless the limit names it, or there is none.
+    assert fake_runner[0]["inventory"]["all"]["children"]["settled"] == {"hosts": {"head": {}}}
+    assert invoke(mesh, "apply", "--limit", "gpu1,head").exit_code == 0
+    assert fake_runner[1]["inventory"]["all"]["children"]["settled"] == {"hosts": {}}
+    assert invoke(mesh, "apply").exit_code == 0
+    assert fake_runner[2]["inventory"]["all"]["children"]["settled"] == {"hosts": {}}
     result = invoke(mesh, "apply", "--limit", "gpu9")
     assert result.exit_code == 2 and "gpu9" in result.output
 
