@@ -11,7 +11,8 @@ from meshctl.options import mesh_option, verbose_option, wait_option
 
 @click.command("apply")
 @click.option("--limit", shell_complete=completion.node_name_list,
-              help="Only these nodes and the head (comma-separated names, e.g. 'gpu1,cpu1').")  # fmt: skip
+              help="Only these nodes (comma-separated names, e.g. 'gpu1,cpu1'), and on the head what they change "
+                   "there; name the head to repair it too.")  # fmt: skip
 @click.option("--check", is_flag=True, help="Ansible check mode: report what would change.")
 @click.option("--diff", is_flag=True, help="Show file differences.")
 @mesh_option
