@@ -14,6 +14,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 PREFIX = "meshctl.mesh."
 ROLE_KEYS = ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role")
+STATIC = ("ansible.builtin.import_tasks",)  # tasks files a step takes in whole, for every host of it
 FAMILIES = {"slurm": ("slurm", "slurm_build", "slurm_controller", "slurm_node", "slurm_accounting"),
             "nfs": ("nfs_server", "nfs_client")}  # fmt: skip
 
@@ -153,6 +154,29 @@ def test_a_settled_head_gets_the_membership_steps_and_none_of_its_own():
     }, skipped  # fmt: skip
 
 
+def test_no_step_a_settled_node_skips_by_its_when_has_a_run_once_task():
+    """A step skipped on a settled node by its `when` is still a step of the play: a `run_once` task
+    in it (or in a file it imports) runs on the play's first host only, and skipped there (the head
+    is first), it would be skipped for the new nodes too. Such a role leaves the settled node out of
+    its play instead (`hosts: ...:!settled`). A file the step includes is safe: only the hosts that
+    took the include run its tasks, so its `run_once` runs on the first of them."""
+    found = []
+    for play in site():
+        for step in role_steps([play.get("tasks"), play.get("post_tasks")], []):
+            when = step.get("when") or ""
+            when = " and ".join(when) if isinstance(when, list) else str(when)
+            if "not mesh_settled" not in when:
+                continue
+            spec = next(step[key] for key in ROLE_KEYS if key in step)
+            for path in task_files(role_of(step), spec.get("tasks_from", "main"), STATIC):
+                if "run_once" in path.read_text():
+                    found.append(str(path.relative_to(REPO)))
+    assert found == [], f"skipped on a settled head by `when`, yet run_once inside: {found}"
+    # The walk finds such a task where there is one (mlflow's main imports check.yml).
+    assert REPO / "roles/mlflow/tasks/check.yml" in task_files("mlflow", "main", STATIC)
+    assert "run_once" in (REPO / "roles/mlflow/tasks/check.yml").read_text()
+
+
 def test_the_run_inventory_alone_has_group_settled():
     """The run group `settled` site.yml reads is the run's: mesh.yml never holds it."""
     from meshctl.mesh import to_inventory
@@ -166,8 +190,10 @@ def test_the_run_inventory_alone_has_group_settled():
     assert to_inventory([head, node], {}, facts={})["all"]["children"]["settled"] == {"hosts": {}}
 
 
-def task_files(role: str, entry: str) -> list[Path]:
-    """ROLE's tasks file ENTRY and every file it includes or imports, by name."""
+def task_files(
+    role: str, entry: str, keys=("ansible.builtin.include_tasks", "ansible.builtin.import_tasks")
+) -> list[Path]:
+    """ROLE's tasks file ENTRY and every file it includes or imports (KEYS), by name."""
     folder = REPO / "roles" / role / "tasks"
     todo, seen = [folder / f"{entry}.yml"], []
     while todo:
@@ -176,7 +202,7 @@ def task_files(role: str, entry: str) -> list[Path]:
             continue
         seen.append(path)
         for step in yaml.safe_load(path.read_text()) or []:
-            for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            for key in keys:
                 if isinstance(step, dict) and isinstance(step.get(key), str):
                     todo.append(folder / step[key])
     return seen
