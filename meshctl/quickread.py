@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import core, health, resources, runner, settings
+from meshctl import core, health, resources, runner, settings, ssh
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -147,15 +147,29 @@ def script(request: dict) -> str:
     return f"{source}\nimport json as _json\nprint(_json.dumps(read(_json.loads({json.dumps(params)!r}))))\n"
 
 
-def _read_one(argv: list[str], text: str, timeout: int) -> tuple[str, object]:
-    """('ok', status) | ('unreachable', why) | ('failed', why): one node's answer."""
+def _read_one(argv: list[str], text: str, timeout: float, node: Node | None = None) -> tuple[str, object]:
+    """('ok', status) | ('unreachable', why) | ('failed', why): one node's answer. For NODE over SSH,
+    while ssh starts, its address is asked for a TCP connection: one that none takes within TIMEOUT
+    seconds is unreachable then, not when SSH's whole seconds end."""
     try:
-        done = subprocess.run(argv, input=text.encode(), capture_output=True, timeout=timeout + 4 * READ_TIMEOUT,
-                              check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return "unreachable", "no answer in time"
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         return "unreachable", str(exc)
+    to = ssh.destination(node.host, node.user, node.port) if node is not None else None
+    if to is not None and ssh.silent(*to, timeout) and proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+        return (
+            "unreachable",
+            f"ssh: connect to host {to[0]} port {to[1]}: Connection timed out (no answer in {timeout:g} s)",
+        )
+    try:
+        stdout, stderr = proc.communicate(text.encode(), timeout=ssh.whole_seconds(timeout) + 4 * READ_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return "unreachable", "no answer in time"
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     said = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines()
             if line.strip() and not line.startswith(("@", "Warning: Permanently added"))]  # fmt: skip
     why = "; ".join(said)[-300:] if said else f"exit {done.returncode}"
@@ -173,7 +187,7 @@ def _read_one(argv: list[str], text: str, timeout: int) -> tuple[str, object]:
     return ("ok", status) if isinstance(status, dict) else ("failed", "its answer is not a mapping")
 
 
-def read(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int,
+def read(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: float,
          targets: list[Node] | None = None) -> runner.RunResult | None:  # fmt: skip
     """Every target's status record, read over one SSH command each; None when this module
     cannot read them as Ansible would (the caller then runs playbooks/status.yml)."""
@@ -187,7 +201,8 @@ def read(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: int,
     (Path.home() / ".ansible" / "cp").mkdir(mode=0o700, parents=True, exist_ok=True)  # ssh's ControlPath
 
     def ask(node: Node) -> tuple[str, object]:
-        return _read_one(command(node, mesh.known_hosts, timeout), script(requests[node.name]), timeout)
+        argv = command(node, mesh.known_hosts, ssh.whole_seconds(timeout))
+        return _read_one(argv, script(requests[node.name]), timeout, node if node.connection != "local" else None)
 
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         answers = {node.name: answer for node, answer in zip(targets, pool.map(ask, targets), strict=True)}

@@ -43,6 +43,15 @@ def roles_dir() -> Path:
     return data_dir() / "roles"
 
 
+def parse_own_yaml(text: str):
+    """One of the collection's own YAML files parsed (never a user's: those get settings'
+    StrictLoader, with line numbers and duplicate keys), through libyaml where PyYAML has it: 7
+    times faster, and every command reads the roles' argument specs."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 @cache
 def role_defaults(role: str) -> dict:
     """A role's defaults/main.yml as written (templated values stay text): what meshctl reads
@@ -51,7 +60,7 @@ def role_defaults(role: str) -> dict:
 
     path = roles_dir() / role / "defaults" / "main.yml"
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return parse_own_yaml(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise EnvironmentProblem(f"cannot read the defaults of role {role}: {exc}") from None
 

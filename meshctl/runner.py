@@ -21,14 +21,22 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ansible_runner
 import yaml
-from ansible_runner.interface import init_runner
 
 from meshctl import health, hostkeys, interrupt, resources, ssh, timing
 from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError, unreachable
 from meshctl.model import Unsafe, facts_problems
 from meshctl.progress import COUNTS, Progress, diff_lines  # noqa: F401 (commands' reporter: runner.Progress)
+
+
+def __getattr__(name: str):
+    """``ansible_runner``, imported when a run needs it (a read such as `status` does not: 40 ms)."""
+    if name == "ansible_runner":
+        import ansible_runner
+
+        return ansible_runner
+    raise AttributeError(name)
+
 
 # Facts that roles set for meshctl to read back (the tailscale role's before/after of a join).
 REPORT_FACTS = ("tailscale_report", "slurm_accounting_usage_report", "doctor_report")
@@ -403,6 +411,8 @@ def run_playbook(
             if stream:
                 # A signal during the run is recorded and the run stopped through its cancel callback
                 # (meshctl.interrupt): its results are then no answer, and Interrupted is raised below.
+                import ansible_runner
+
                 with interrupt.deferred():
                     runner = ansible_runner.run(**settings, cancel_callback=interrupt.cancel_requested)
             else:
@@ -410,6 +420,8 @@ def run_playbook(
                 # handed over when it ends, instead of a pseudo-terminal polled (and a 0.1 s close). A
                 # signal raises Interrupted at once (subprocess.run ends the child); the callback given
                 # keeps ansible-runner from installing its own handlers.
+                from ansible_runner.interface import init_runner
+
                 runner = init_runner(**settings, cancel_callback=interrupt.cancel_requested)
                 runner.runner_mode = runner.config.runner_mode = "subprocess"
                 runner.config.subprocess_timeout = None

@@ -160,7 +160,7 @@ def specs() -> dict[str, dict]:
     """Every role's settings: ``{name: its spec}`` (the union of every entry point's options)."""
     found: dict[str, dict] = {}
     for path in sorted(resources.roles_dir().glob("*/meta/argument_specs.yml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = resources.parse_own_yaml(path.read_text(encoding="utf-8")) or {}
         for entry in (data.get("argument_specs") or {}).values():
             for name, spec in ((entry or {}).get("options") or {}).items():
                 found.setdefault(name, spec or {})

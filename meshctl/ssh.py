@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +36,48 @@ def ssh_argv(
     if key:
         argv += ["-i", key, "-o", "IdentitiesOnly=yes"]
     return [*argv, "--", f"{user}@{host}"]  # `--`: nothing from a record can become an ssh option
+
+
+def whole_seconds(timeout: float) -> int:
+    """SSH's ConnectTimeout (and Ansible's) for a wait of TIMEOUT seconds: they count whole seconds."""
+    return max(1, math.ceil(timeout))
+
+
+def destination(host: str, user: str, port: int) -> tuple[str, int] | None:
+    """(host, port) ``ssh`` opens its TCP connection to for USER@HOST:PORT, from its own configuration
+    (``ssh -G``: a Host alias's HostName, a Port set there); None when it goes through a proxy or
+    cannot say."""
+    try:
+        done = subprocess.run(["ssh", "-G", "-p", str(port), "-l", user, "--", host], capture_output=True, text=True,
+                              timeout=5, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return connects_to(done.stdout) if done.returncode == 0 else None
+
+
+def connects_to(config: str) -> tuple[str, int] | None:
+    """(hostname, port) of ``ssh -G``'s CONFIG, None when it names a proxy (the TCP connection is
+    then the proxy's) or lacks either."""
+    said = dict(line.split(" ", 1) for line in config.splitlines() if " " in line)
+    if said.get("proxycommand", "none") != "none" or said.get("proxyjump", "none") != "none":
+        return None
+    try:
+        return said["hostname"], int(said["port"])
+    except (KeyError, ValueError):
+        return None
+
+
+def silent(host: str, port: int, timeout: float) -> bool:
+    """Whether HOST:PORT took no TCP connection within TIMEOUT seconds: a machine that is off or cut
+    off (a stopped one drops the handshake), told sooner than SSH's whole seconds. A refusal, no
+    route or a name not resolved is not silence: SSH says those itself, at once."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return False
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
 
 
 def run(argv: list[str], command: str, stdin: str | None = None, timeout: float = 60) -> SshResult:

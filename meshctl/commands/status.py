@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import click
 
@@ -41,8 +40,8 @@ class Unhealthy(MeshctlError):
     type=click.FloatRange(0, 120, min_open=True),
     default=status_op.STATUS_CONNECT_TIMEOUT,
     show_default=True,
-    help="Seconds to wait for a node's SSH before calling it unreachable (raise it for slow links; "
-    "SSH counts whole seconds: 2.5 waits 3).",
+    help="Seconds to wait for a node to take the connection before calling it unreachable (raise it "
+    "for slow links); SSH's wait for the rest of its handshake is this in whole seconds (2.5 waits 3).",
 )
 @json_option
 @mesh_option
@@ -50,7 +49,6 @@ class Unhealthy(MeshctlError):
 def command(timeout, as_json, mesh_dir, verbosity) -> None:
     """SSH, tailnet, munge, Slurm daemons and state, NFS, GPUs of every node; MLflow's health."""
     w = work.reading(mesh_dir)
-    timeout = max(1, math.ceil(timeout))  # SSH's ConnectTimeout and Ansible's take whole seconds
     rows, mlflow, healthy, left = status_op.status(w, timeout=timeout, verbosity=verbosity)
     pools = status_op.pools(w.mesh_vars, rows)
     priced = any(r.price_per_hour is not None or r.price_unknown for r in rows)

@@ -8,14 +8,15 @@ import io
 import time
 from dataclasses import dataclass, field
 
-from meshctl import burst, cloud, core, quickread, resources, runner, slurm
+from meshctl import burst, cloud, core, quickread, resources, runner, slurm, ssh
 from meshctl.model import Node, head_of
 from meshctl.ops.work import Work
 
-# Seconds status waits for a node's SSH connection before it calls it unreachable (`--timeout`):
-# a TCP handshake and sshd's banner, a few round trips even over a relayed tailnet path; SSH
-# reuses a connection made in the last minute without waiting at all.
-STATUS_CONNECT_TIMEOUT = 1
+# Seconds status waits for a node to take its TCP connection before it calls it unreachable
+# (`--timeout`): one round trip, a fraction of it on a LAN or a direct tailnet path and well under
+# this over a relayed one; SSH's own wait, for the rest of its handshake, is this rounded up to
+# whole seconds (all SSH counts). A connection SSH made in the last minute is reused at once.
+STATUS_CONNECT_TIMEOUT = 0.5
 
 
 @dataclass
@@ -136,7 +137,7 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     return row
 
 
-def read_status(w: Work, timeout: int, targets: list[Node] | None = None, verbosity: int = 0):
+def read_status(w: Work, timeout: float, targets: list[Node] | None = None, verbosity: int = 0):
     """Every target's status record (default: every node): one SSH command per node
     (meshctl/quickread.py) when meshctl knows how Ansible would reach each, else playbooks/status.yml,
     one read per node, judged; with ``verbosity`` always the playbook, whose own output is shown
@@ -153,7 +154,7 @@ def read_status(w: Work, timeout: int, targets: list[Node] | None = None, verbos
         verbosity=verbosity,
         converge=False,
         mitogen=False,  # one read per node: plain Ansible is faster (docs/benchmarks.md)
-        connect_timeout=timeout,  # a stopped machine costs a second, not Ansible's 10
+        connect_timeout=ssh.whole_seconds(timeout),  # a stopped machine costs a second, not Ansible's 10
         stream=bool(verbosity),  # a second's run nobody watches: its events at the end
     )
     if result.status == "canceled":  # Ctrl+C: no node was judged, none is to be called down
@@ -238,7 +239,7 @@ def pools(mesh_vars: dict, rows: list[NodeStatus]) -> list[dict]:
 PRICE_WAIT = 1.0
 
 
-def status(w: Work, timeout: int = STATUS_CONNECT_TIMEOUT,
+def status(w: Work, timeout: float = STATUS_CONNECT_TIMEOUT,
            verbosity: int = 0) -> tuple[list[NodeStatus], str, bool, list]:  # fmt: skip
     """One row per node, MLflow's health, whether everything is healthy, and the providers' network
     volumes that no instance uses (``cloud.VolumeRow``: they bill on; no node is less healthy for them).

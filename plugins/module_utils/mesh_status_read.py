@@ -9,12 +9,10 @@ connection per node and no Ansible run. Reads only; every output capped.
 
 from __future__ import annotations
 
-import http.client
 import os
+import socket
 import stat
 import subprocess
-import sys
-import urllib.parse
 
 LIMIT = 256 * 1024  # characters kept of any one output: a status, not a transfer
 SINFO = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%G|%E"]
@@ -69,20 +67,14 @@ def kernel_has_nfs(filesystems="/proc/filesystems"):
         return False
 
 
-# Reads the share's marker without following a link or waiting on a pipe, in a process of its own:
-# a read on a hard NFS mount whose server is away would hang this one.
-READ_MARKER = (
-    "import os, sys\n"
-    "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
-    "sys.stdout.write(os.read(fd, 200).decode('ascii', 'replace'))\n"
-)
-
-
 def share_marker(path, marker, timeout=5):
-    """What the share's marker file (MARKER in PATH) holds, stripped; "" when it cannot be read."""
+    """What the share's marker file (MARKER in PATH) holds, stripped; "" when it cannot be read. Read
+    by dd in a process of its own (a read on a hard NFS mount whose server is away would hang this
+    one), without following a link or waiting on a pipe."""
     if not marker or "/" in marker:
         return ""
-    return run([sys.executable, "-c", READ_MARKER, os.path.join(path, marker)], timeout)["stdout"].strip()
+    argv = ["dd", "if=" + os.path.join(path, marker), "iflag=nofollow,nonblock", "bs=200", "count=1", "status=none"]
+    return run(argv, timeout)["stdout"].strip()
 
 
 def mount_point(path):
@@ -112,22 +104,54 @@ def mount_state(path, possible=True, share_id=None, marker=".meshctl-share", tim
     return "not-mounted" if possible and kernel_has_nfs() else "fstab-only"
 
 
+def split_url(url):
+    """(host, port, path) of ``http://HOST[:PORT]/PATH`` (HOST may be ``[v6]``); None for any other."""
+    if not isinstance(url, str) or not url.startswith("http://"):
+        return None
+    hostport, _, path = url[len("http://") :].partition("/")
+    host, port = hostport, "80"
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else "80"
+    elif ":" in hostport:
+        host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in " \r\n/@"):
+        return None
+    return host, int(port), "/" + path
+
+
 def http_get(url, timeout):
-    """GET URL (``http://HOST:PORT/PATH``, a service of this node): straight there, never through a
-    proxy the environment names. An answer of 400 or more keeps only its status."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
+    """GET URL (``http://HOST:PORT/PATH``, a service of this node): straight there over a socket
+    (never through a proxy the environment names; no HTTP library to load: it took most of a
+    node's read). An answer of 400 or more keeps only its status."""
+    parts = split_url(url)
+    if parts is None:
         return {"status": 0, "body": ""}
-    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    host, port, path = parts
+    named = f"[{host}]" if ":" in host else host
+    request = f"GET {path} HTTP/1.0\r\nHost: {named}:{port}\r\nConnection: close\r\n\r\n"
+    data = b""
     try:
-        connection.request("GET", parts.path or "/")
-        answer = connection.getresponse()
-        body = answer.read(LIMIT).decode("utf-8", "replace") if answer.status < 400 else ""
-        return {"status": answer.status, "body": body}
-    except (OSError, ValueError, http.client.HTTPException):
+        with socket.create_connection((host, port), timeout=timeout) as connection:
+            connection.sendall(request.encode("ascii"))
+            while len(data) < 2 * LIMIT:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                head, found, body = data.partition(b"\r\n\r\n")
+                length = [line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")[1:]
+                          if line.lower().startswith(b"content-length:")] if found else []  # fmt: skip
+                if length and length[0].isdigit() and len(body) >= int(length[0]):
+                    break
+    except (OSError, UnicodeError, ValueError):
         return {"status": 0, "body": ""}
-    finally:
-        connection.close()
+    head, found, body = data.partition(b"\r\n\r\n")
+    words = head.split(b"\r\n", 1)[0].split()
+    if not found or len(words) < 2 or not words[0].startswith(b"HTTP/") or not words[1].isdigit():
+        return {"status": 0, "body": ""}
+    status = int(words[1])
+    return {"status": status, "body": body[:LIMIT].decode("utf-8", "replace") if status < 400 else ""}
 
 
 RENTED_MAX = 64  # records read of the head's rented pool machines (a pool has at most 64 nodes)

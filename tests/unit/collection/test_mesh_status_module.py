@@ -107,6 +107,45 @@ def test_http_get_reports_status_and_body_or_zero(mod, monkeypatch):
     assert mod.http_get(base + "/health", 1) == {"status": 0, "body": ""}  # nothing listens any more
 
 
+def test_http_get_reads_an_http_1_1_answer_by_its_length_and_parses_only_plain_urls(mod):
+    """A server that keeps the connection open after an answer with Content-Length (HTTP/1.1, as
+    uvicorn may): the body is read to its length, not to a close that never comes."""
+    import http.server
+    import threading
+
+    class KeepAlive(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert mod.http_get(f"http://127.0.0.1:{server.server_port}/health", 5) == {"status": 200, "body": "OK"}
+    finally:
+        server.shutdown()
+    assert mod.split_url("http://100.64.0.1:5000/health") == ("100.64.0.1", 5000, "/health")
+    assert mod.split_url("http://[fd7a:115c::1]:5000/health") == ("fd7a:115c::1", 5000, "/health")
+    assert mod.split_url("http://head/health") == ("head", 80, "/health")
+    for bad in (
+        "https://head/health",
+        "http://:5000/x",
+        "http://head:0/x",
+        "http://head:99999/x",
+        "http://h:x/",
+        "ftp://head/",
+        None,
+    ):
+        assert mod.split_url(bad) is None, bad
+
+
 def test_the_share_is_the_heads_only_where_its_marker_holds_the_heads_identity(tmp_path):
     from plugins.module_utils import mesh_status_read as reader
 

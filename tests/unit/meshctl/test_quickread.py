@@ -5,13 +5,15 @@ import getpass
 import io
 import json
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
-from meshctl import quickread, runner, session
+from meshctl import quickread, runner, session, ssh
 from meshctl.mesh import Mesh
 from meshctl.model import Node
 
@@ -144,6 +146,58 @@ def test_read_judges_a_reached_node_and_names_one_that_is_not(tmp_path, monkeypa
     assert result.unreachable == ["gpu1"] and not result.ok
     assert [(f.host, f.task) for f in result.failures] == [("gpu1", quickread.TASK)]
     closed.close()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs ssh")
+def test_a_node_that_takes_no_connection_is_unreachable_after_the_timeout_not_sshs_second(tmp_path, monkeypatch):
+    """A stopped machine drops the TCP handshake: status waited SSH's ConnectTimeout (1 s at least)
+    for it. A listener whose queue is full drops it the same way."""
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    port = full.getsockname()[1]
+    queued = socket.create_connection(("127.0.0.1", port))  # the one connection its queue takes
+    mesh = local_mesh(tmp_path, {**HEAD_REQUEST, "sinfo": False, "url": None},
+                      Node("gpu1", "127.0.0.1", port=port, state="active"))  # fmt: skip
+    if getpass.getuser() != "root":
+        monkeypatch.setattr(quickread, "command", lambda node, kh, t, real=quickread.command: (
+            [sys.executable, "-c", quickread.BOOT] if node.connection == "local" else real(node, kh, t)))  # fmt: skip
+    seen = []
+    monkeypatch.setattr(quickread, "command", lambda node, kh, t, real=quickread.command: (
+        seen.append(t), real(node, kh, t))[1])  # fmt: skip
+    nodes, _ = mesh.load()
+    start = time.monotonic()
+    result = quickread.read(mesh, nodes, {}, 0.3)
+    print(f"status read of a node that takes no connection, timeout 0.3 s: {time.monotonic() - start:.2f} s")
+    assert result.unreachable == ["gpu1"]
+    said = next(f.message for f in result.failures if f.host == "gpu1")
+    assert said == f"ssh: connect to host 127.0.0.1 port {port}: Connection timed out (no answer in 0.3 s)"
+    assert ssh.not_answered(said)  # the words every command reads as a machine that did not answer
+    assert seen and set(seen) == {1}  # SSH's own wait: the timeout in whole seconds
+    queued.close()
+    full.close()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs ssh")
+def test_the_connection_probed_is_the_one_ssh_opens_or_none_through_a_proxy(tmp_path):
+    """A Host alias's HostName is where the TCP connection goes; through a ProxyJump or ProxyCommand
+    the node's own address is never dialled, so no probe can say it is silent. Read from ssh's own
+    `-G` output for a config file."""
+    config = tmp_path / "config"
+    config.write_text("Host alias\n  HostName 10.9.8.7\nHost viajump\n  HostName 10.1.2.3\n  ProxyJump bastion\n"
+                      "Host viacmd\n  ProxyCommand nc %h %p\n")  # fmt: skip
+
+    def said(host: str) -> str:
+        done = subprocess.run(["ssh", "-F", str(config), "-G", "-p", "2222", "-l", "root", "--", host],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        return done.stdout
+
+    assert ssh.connects_to(said("alias")) == ("10.9.8.7", 2222)
+    assert ssh.connects_to(said("100.64.0.2")) == ("100.64.0.2", 2222)
+    assert ssh.connects_to(said("viajump")) is None
+    assert ssh.connects_to(said("viacmd")) is None
+    assert ssh.connects_to("") is None
+    assert ssh.whole_seconds(0.5) == 1 and ssh.whole_seconds(2.5) == 3 and ssh.whole_seconds(7) == 7
 
 
 def test_anything_meshctl_cannot_read_as_ansible_would_is_left_to_the_playbook(tmp_path):

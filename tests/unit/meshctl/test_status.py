@@ -149,7 +149,7 @@ def test_one_down_node_is_the_unreachable_outcome(mesh, fake):
     assert rows["cpu1"]["slurm"] == "idle"  # Slurm has not noticed yet
     assert "SSH fails" in rows["cpu1"]["error"] and "may have just stopped" in rows["cpu1"]["error"]
     assert "meshctl apply" not in rows["cpu1"]["error"]
-    assert fake[-1]["connect_timeout"] == status_op.STATUS_CONNECT_TIMEOUT  # seconds, not Ansible's 10
+    assert fake[-1]["connect_timeout"] == 1  # SSH's whole seconds for the default 0.5, not Ansible's 10
     assert "--timeout 5" in rows["cpu1"]["error"]  # a slow link is one of the causes it names
     CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path), "--timeout", "7"])
     assert fake[-1]["connect_timeout"] == 7
