@@ -117,8 +117,9 @@ def vars_files_clear(mesh: Mesh) -> bool:
     return True
 
 
-def command(node: Node, known_hosts: Path, timeout: int) -> list[str]:
-    """The argv that runs the reader's boot line on NODE's python3 (stdin: the reader and the call)."""
+def command(node: Node, known_hosts: Path, timeout: int, kex: str | None = None) -> list[str]:
+    """The argv that runs the reader's boot line on NODE's python3 (stdin: the reader and the call);
+    KEX: the key exchanges to offer, in order (``ssh.fast_kex_first``; None: ssh's own)."""
     python = node.hostvars().get("ansible_python_interpreter")
     python = python if isinstance(python, str) and python.startswith("/") else "python3"
     remote = [python, "-c", BOOT]
@@ -131,6 +132,8 @@ def command(node: Node, known_hosts: Path, timeout: int) -> list[str]:
         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s",
         "-o", "ControlPath=~/.ansible/cp/%C", "-p", str(node.port), "-l", node.user,
     ]  # fmt: skip
+    if kex:
+        argv += ["-o", f"KexAlgorithms={kex}"]
     if node.ssh_key:
         argv += ["-i", node.ssh_key]
     # The remote command is one string (ssh joins words with spaces): each word quoted for the shell.
@@ -147,15 +150,14 @@ def script(request: dict) -> str:
     return f"{source}\nimport json as _json\nprint(_json.dumps(read(_json.loads({json.dumps(params)!r}))))\n"
 
 
-def _read_one(argv: list[str], text: str, timeout: float, node: Node | None = None) -> tuple[str, object]:
-    """('ok', status) | ('unreachable', why) | ('failed', why): one node's answer. For NODE over SSH,
-    while ssh starts, its address is asked for a TCP connection: one that none takes within TIMEOUT
-    seconds is unreachable then, not when SSH's whole seconds end."""
+def _read_one(argv: list[str], text: str, timeout: float, to: tuple[str, int] | None = None) -> tuple[str, object]:
+    """('ok', status) | ('unreachable', why) | ('failed', why): one node's answer. With TO (the
+    address and port ssh connects to), while ssh starts, TO is asked for a TCP connection: a node
+    that takes none within TIMEOUT seconds is unreachable then, not when SSH's whole seconds end."""
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         return "unreachable", str(exc)
-    to = ssh.destination(node.host, node.user, node.port) if node is not None else None
     if to is not None and ssh.silent(*to, timeout) and proc.poll() is None:
         proc.kill()
         proc.communicate()
@@ -201,8 +203,9 @@ def read(mesh: Mesh, nodes: list[Node], mesh_vars: dict, timeout: float,
     (Path.home() / ".ansible" / "cp").mkdir(mode=0o700, parents=True, exist_ok=True)  # ssh's ControlPath
 
     def ask(node: Node) -> tuple[str, object]:
-        argv = command(node, mesh.known_hosts, ssh.whole_seconds(timeout))
-        return _read_one(argv, script(requests[node.name]), timeout, node if node.connection != "local" else None)
+        said = ssh.effective(node.host, node.user, node.port) if node.connection != "local" else None
+        argv = command(node, mesh.known_hosts, ssh.whole_seconds(timeout), ssh.fast_kex_first(said))
+        return _read_one(argv, script(requests[node.name]), timeout, ssh.connects_to(said))
 
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         answers = {node.name: answer for node, answer in zip(targets, pool.map(ask, targets), strict=True)}
