@@ -560,7 +560,7 @@ class CandidateRefused(ProviderError):
         self.ambiguous = ambiguous
 
 
-CREATE_TRIES = 3  # a create answered with a 5xx that made nothing is sent again this often (Runpod's table)
+CREATE_TRIES = core.mesh_machine.CREATE_TRIES  # a create answered with a 5xx that made nothing is sent again
 
 
 def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, options: dict,
@@ -582,20 +582,14 @@ def launch(mesh: Mesh, mesh_vars: dict, provider: str, kind: str, name: str, opt
     api = account(mesh, mesh_vars, check_provider(provider))
     keys = common().LAUNCH_KEYS
     request = {k: v for k, v in {**options, "type": kind, "name": name}.items() if k in keys and v not in (None, "")}
-    for attempt in range(CREATE_TRIES):
-        try:
-            new_id = api.launch(request)
-            break
-        except common().CloudError as exc:
-            error = common().created_anyway(api, name, exc)
-            if error.nothing_made and (error.status or 0) >= 500 and attempt + 1 < CREATE_TRIES:
-                sleep(5 * 2**attempt)
-                continue
-            if error.kind in common().CANDIDATE_KINDS or error.nothing_made:
-                raise CandidateRefused(
-                    error.message, hint=error.hint, ambiguous=getattr(error, "request_or_capacity", False)
-                ) from None
-            raise_for(error)
+    try:
+        new_id = core.mesh_machine.create(api, request, sleep=sleep, tries=CREATE_TRIES)
+    except common().CloudError as error:
+        if error.kind in common().CANDIDATE_KINDS or getattr(error, "nothing_made", False):
+            raise CandidateRefused(
+                error.message, hint=error.hint, ambiguous=getattr(error, "request_or_capacity", False)
+            ) from None
+        raise_for(error)
     deadline = clock() + timeout
     while True:
         inst = call(api.get, new_id)
@@ -649,9 +643,9 @@ def raise_for(error) -> None:
 
 
 def terminate(mesh: Mesh, mesh_vars: dict, ref: str) -> None:
-    """Delete the instance REF (``provider:id``) at its provider."""
+    """Delete the instance REF (``provider:id``) at its provider (``mesh_machine.give_back``)."""
     provider, _, instance_id = ref.partition(":")
-    call(account(mesh, mesh_vars, provider).terminate, instance_id)
+    call(core.mesh_machine.give_back, account(mesh, mesh_vars, provider), instance_id)
 
 
 # --- offers across providers --------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The shared core: the collection's Python that meshctl and the roles both run, imported here.
 
 What meshctl and Ansible decide alike lives once, in the collection's ``plugins/module_utils/``
-(the provider clients, hardware and Slurm words, the text sanitizer, the status judge, the power
+(the provider clients and the one place a node's machine is created, started, stopped or deleted
+(``mesh_machine``), hardware and Slurm words, the text sanitizer, the status judge, the power
 plan, Slurm's node lines, version skew, Tailscale's status, job users), whose filters
 (``plugins/filter/``) are thin adapters for the roles; the head's programs import it too.
 meshctl imports it here only, plainly, as the package ``ansible_collections.meshctl.mesh.plugins``
@@ -21,6 +22,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils import (  # noqa: E40
     mesh_burst,
     mesh_cloud,
     mesh_hw,
+    mesh_machine,
     mesh_slurm,
     mesh_text,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "mesh_burst",
     "mesh_cloud",
     "mesh_hw",
+    "mesh_machine",
     "mesh_slurm",
     "mesh_text",
     "node_status",

@@ -3,31 +3,27 @@
 ``meshctl burst add NAME --gpu TYPE:N --max-nodes K --max-price USD`` records a pool in ``mesh.yml``
 (``burst_pools``; ``pool_record`` sizes its nodes from the offers); the next run declares its K
 nodes ``NAME-1..K`` to Slurm as cloud nodes (module_utils/mesh_burst.py). When Slurm resumes one
-for a job, the head's power program asks the head's relaunch service (root), which runs
-``rent`` here: the cheapest available offer within the pool's ``max_price`` and the mesh's
-``burst_max_spend``, candidates tried in order (``cloud.launch_first``), the machine named as the
-node, added as ``add-node`` adds one (preflight, then the node and the head converged), each phase
-said with its seconds. Anything that fails terminates what was created, and the command marks the
-node DOWN with the reason; a service killed midway leaves its marker (``launching/<node>``), and
-``reap`` (the service's ExecStopPost) terminates what it made. Idle for the pool's idle time, the
-power program terminates the machine (``terminate_named``) and Slurm keeps the node powered down.
+for a job, the head's power program asks the head's relaunch service (root), which rents a machine
+for it (``meshctl.ops.machine.rent``): the cheapest available offer within the pool's
+``max_price`` and the mesh's ``burst_max_spend`` (``spend``, here), the machine named as the node,
+added as ``add-node`` adds one. Anything that fails gives back what was created, and the node is
+marked DOWN with the reason, powered down (``power_down``) and offered again after a cool-down
+(``retry_later``), its waiting jobs told (``note_jobs``). Idle for the pool's idle time, the power
+program gives the machine back and Slurm keeps the node powered down.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from meshctl import burst as pooled
-from meshctl import cloud, core, hostkeys, resources, runner, ssh
+from meshctl import cloud, core, hostkeys, resources, runner
 from meshctl.errors import MeshctlError, PartialError, ProviderError, UsageError, unreachable
-from meshctl.mesh import Mesh, atomic_write
+from meshctl.mesh import Mesh
 from meshctl.model import Node
-from meshctl.ops import add, launch, work
-
-LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
+from meshctl.ops import launch, work
 
 
 def rented_dir(mesh: Mesh) -> Path:
@@ -102,142 +98,6 @@ def spend(mesh: Mesh, mesh_vars: dict, every: list[dict], configured: list[str],
         total += price
         words.append(f"{inst['name']} ${price:.2f}/h")
     return total, words
-
-
-def register_keys(mesh: Mesh, mesh_vars: dict, providers: list[str], public: str) -> list[str]:
-    """The head's key registered where a launch names a registered key (Lambda); its names."""
-    from meshctl.ops.relaunch import register_key
-
-    names = []
-    for provider in providers:
-        if "ssh_key_names" in cloud.capabilities(provider).launch_needs:
-            names.append(register_key(cloud.account(mesh, mesh_vars, provider), public))
-    return sorted(set(names))
-
-
-def authorize(node: Node, mesh: Mesh, authorized: Path | None) -> None:
-    """The control machine's key on the new machine, so that `meshctl` there reaches it as any node."""
-    if authorized is None or not authorized.is_file():
-        return
-    argv = ssh.ssh_argv(node.host, node.user, node.port, node.ssh_key, mesh.known_hosts)
-    done = ssh.run(argv, "umask 077; mkdir -p ~/.ssh; cat >> ~/.ssh/authorized_keys",
-                   stdin=authorized.read_text(encoding="utf-8").strip() + "\n")  # fmt: skip
-    if done.rc != 0:
-        what, todo = ssh.explain_failure(done.stderr, node.user, node.host, node.port)
-        raise UsageError(f"{node.name}: cannot reach the new machine: {what}", hint=todo)
-
-
-def setup(w: work.Work, target: str, name: str, key_file: Path) -> None:
-    """The new machine added as ``meshctl add-node PROVIDER:ID --name NAME`` adds one: its
-    preflight, then it and the head converged."""
-    add.add_node(w, add.plan_add(w, target, name, None, str(key_file), None), runner.Progress())
-
-
-def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Callable[[str], None] = print,
-         setup=setup, launch_timeout: float = cloud.LAUNCH_TIMEOUT, clock=time.monotonic) -> Node:  # fmt: skip
-    """Rent a machine for the pool node NAME and set it up; each phase said with its seconds. A
-    machine created that cannot be set up is terminated."""
-    started = clock()
-
-    def phase(what: str, since: float) -> float:
-        now = clock()
-        say(f"{name}: {what} in {now - since:.0f} s")
-        return now
-
-    with work.changing(mesh, f"burst {name}", 600) as w:
-        nodes, mesh_vars = w.nodes, w.mesh_vars
-        pool = pooled.pool_of(mesh_vars, name)
-        if pool is None:
-            raise UsageError(f"{name} is no burst pool's node", hint="`meshctl burst list` shows the pools")
-        every, configured = pooled.pools(mesh_vars), cloud.configured(mesh)
-        providers = core.mesh_burst.providers_of(pool, configured)
-        if not providers:
-            raise UsageError(f"pool {pool['name']} has no provider account on the head",
-                             hint=f"{cloud.ADD_ACCOUNT}, then `meshctl apply`")  # fmt: skip
-        pooled.terminate_named(mesh, mesh_vars, name, say)  # a rent cut short before this one
-        running, up = spend(mesh, mesh_vars, every, configured, leave_out=name)
-        limit = pooled.limit_of(mesh, mesh_vars)
-        budget = float(pool["max_price"]) if limit is None else min(float(pool["max_price"]), limit - running)
-        if limit is not None and budget < 0.01:
-            raise ProviderError(f"burst_max_spend ${limit:.2f}/h reached: the pools' machines up cost "
-                                f"${running:.2f}/h ({', '.join(up)})", hint="the job waits; raise burst_max_spend "
-                                "or let a pool machine go idle")  # fmt: skip
-        public = Path(f"{key_file}.pub").read_text(encoding="utf-8").strip()
-        # What each machine must have (the pool's, as slurm.conf says it): a provider that filters its
-        # placement by it (Runpod) rents no smaller one, which Slurm would drain at registration.
-        options = {**(pool.get("launch") or {}), "cpus": int(pool["cpus"]), "memory_gb": int(pool["memory_mb"]) / 1024}
-        key_names = register_keys(mesh, mesh_vars, providers, public)
-        if key_names:
-            options["ssh_key_names"] = key_names
-        request = launch.Request(name=name, gpu=f"{pool['gpu']}:{pool['gpus']}",
-                                 only=providers[0] if len(providers) == 1 else "any", max_price=budget,
-                                 options=options, ssh_key=str(key_file))  # fmt: skip
-        others = work.Work(mesh, [n for n in nodes if n.name != name], mesh_vars)
-        try:
-            chosen = launch.plan(others, request, say=lambda line: say(f"{name}: {line}"),
-                                 warn=lambda line: say(f"{name}: {line}"))  # fmt: skip
-        except UsageError as exc:
-            spent = f"; burst_max_spend ${limit:.2f}/h, pools up ${running:.2f}/h" if limit is not None else ""
-            raise ProviderError(f"{exc.message} (pool max_price ${float(pool['max_price']):.2f}/h{spent})",
-                                hint=exc.hint) from None  # fmt: skip
-        chosen.candidates = [c for c in chosen.candidates if c[1] in providers]
-        if not chosen.candidates:
-            raise ProviderError(f"no offer of {pool['gpu']}:{pool['gpus']} at {', '.join(providers)} within "
-                                f"${budget:.2f}/h", hint="`meshctl offers` lists what there is")  # fmt: skip
-        marker = mesh.path / LAUNCHING / name
-        marker.parent.mkdir(mode=0o700, exist_ok=True)
-        atomic_write(marker, "\n", mode=0o600)
-        since = phase("offers asked", started)
-        offer, inst = cloud.launch_first(mesh, mesh_vars, chosen.candidates, name,
-                                         say=lambda line: say(f"{name}: {line}"), timeout=launch_timeout)  # fmt: skip
-        ref = cloud.instance_ref(inst)
-        price = offer.price_per_hour if offer is not None else float(pool["max_price"])
-        rented_dir(mesh).mkdir(mode=0o700, exist_ok=True)
-        atomic_write(rented_dir(mesh) / f"{name}.json", json.dumps(
-            {"node": name, "pool": pool["name"], "instance": ref, "price": price, "since": int(time.time())}) + "\n",
-            mode=0o600)  # fmt: skip
-        say(f"{name}: rented {ref} ({inst.get('gpu_type') or pool['gpu']}) at ${price:.2f}/h")
-        since = phase("launch (created, running)", since)
-        try:
-            cloud.wait_for_ssh(inst["ssh_host"], inst["ssh_port"], launch_timeout)
-            since = phase("boot (SSH answers)", since)
-            probe = Node(name, inst["ssh_host"], inst["ssh_user"] or "root", int(inst["ssh_port"]), str(key_file))
-            hostkeys.forget(mesh.known_hosts, probe.host, probe.port)
-            authorize(probe, mesh, authorized)
-            from meshctl import headcopy
-
-            setup(others, ref, name, key_file)
-            node = next(n for n in others.nodes if n.name == name)
-            headcopy.write_record(mesh, name, ref, node.host, node.port, node.mesh_address)
-            phase("setup (add-node: preflight, converge)", since)
-        except (MeshctlError, StopIteration) as exc:
-            error = exc if isinstance(exc, MeshctlError) else ProviderError(f"{name} was not recorded after its setup")
-            try:
-                cloud.terminate(mesh, mesh_vars, ref)
-                error.hint = (error.hint + "; " if error.hint else "") + f"the new machine {ref} was terminated"
-            except MeshctlError as gone:
-                error.hint = (error.hint + "; " if error.hint else "") + f"terminate {ref} by hand: {gone}"
-            raise error from None
-        finally:
-            marker.unlink(missing_ok=True)
-    say(f"{name}: ready {clock() - started:.0f} s after the request; its slurmd registers by itself")
-    return node
-
-
-def reap(mesh: Mesh, say: Callable[[str], None] = print) -> list[str]:
-    """What a rent cut short left (its marker): every instance named as the node terminated; returns
-    the nodes reaped (the caller marks them DOWN)."""
-    folder = mesh.path / LAUNCHING
-    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    if not names:
-        return []
-    _nodes, mesh_vars = mesh.load()
-    for name in names:
-        try:
-            pooled.terminate_named(mesh, mesh_vars, name, say)
-        finally:
-            (folder / name).unlink(missing_ok=True)
-    return names
 
 
 def pool_prices(mesh: Mesh, mesh_vars: dict, named: set[str], known: dict, problems: dict) -> dict:
@@ -391,7 +251,7 @@ def remove_pool(w: work.Work, name: str, say: Callable[[str], None], verbosity: 
     return done
 
 
-def give_back(name: str, run=None) -> None:
+def power_down(name: str, run=None) -> None:
     """A pool node that could not be had, powered down again (its reason kept): Slurm would otherwise
     hold it powering up until ResumeTimeout. The power program's suspend terminates anything under
     its name; Slurm shows it ``down~``."""

@@ -1,8 +1,8 @@
 """`meshctl relaunch-node`, run by the head's relaunch service (root): each node meshctl-power resume
-asked for in the spool is launched again (a Lambda node, ``meshctl.ops.relaunch``) or, a burst
-pool's, rented (``meshctl.ops.burst``), and set up; one that fails is marked DOWN with the reason
-and the others go on. ``reap`` is the service's ExecStopPost: what a rent cut short made is
-terminated."""
+asked for in the spool gets a machine (``meshctl.ops.machine``): launched again (a node whose
+provider cannot stop it) or, a burst pool's, rented, and set up; one that fails is marked DOWN with
+the reason and the others go on. ``reap`` is the service's ExecStopPost: what a rent cut short made
+is terminated."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from meshctl import burst as pooled
 from meshctl.errors import MeshctlError
 from meshctl.model import NAME_RE, check_name
-from meshctl.ops import burst, relaunch, work
+from meshctl.ops import burst, machine, relaunch, work
 
 MAX_REQUESTS = 64  # requests served a round (more nodes than a mesh holds); the rest removed unserved
 
@@ -23,7 +23,7 @@ def reap(mesh_dir: str | None, spool: Path, cooldown: int, say: Callable[[str], 
          warn: Callable[[str], None]) -> list[str]:  # fmt: skip
     """What a rent cut short left, terminated; each such node's jobs told, the node marked DOWN,
     powered down and offered again after COOLDOWN seconds. Returns those nodes."""
-    reaped = burst.reap(work.find(mesh_dir), say=say)
+    reaped = machine.reap(work.find(mesh_dir), say=say)
     for name in reaped:
         warn(f"{name}: its rent was cut short; what it made is terminated")
         remove_request(spool / name, warn)  # else the path unit would start the service on it again
@@ -31,7 +31,7 @@ def reap(mesh_dir: str | None, spool: Path, cooldown: int, say: Callable[[str], 
             with contextlib.suppress(OSError):
                 burst.note_jobs(name, "the head's rent of a machine for it was cut short")
                 relaunch.mark_down(name, "the head's rent of a machine for it was cut short")
-                burst.give_back(name)
+                burst.power_down(name)
                 burst.retry_later(name, cooldown)
     return reaped
 
@@ -59,9 +59,9 @@ def serve(mesh_dir: str | None, spool: Path, state: Path, key_file: Path, author
             is_pool = pooled.pool_of(mesh.load()[1], name) is not None
             public = authorized / f"{name}.pub" if authorized else None
             if is_pool:
-                burst.rent(mesh, name, key_file, public, say=say)
+                machine.rent(mesh, name, key_file, public, say=say)
                 continue
-            relaunch.relaunch_node(mesh, name, state / f"{name}.json", key_file, public, say=say)
+            machine.relaunch(mesh, name, state / f"{name}.json", key_file, public, say=say)
             say(f"{name}: launched again and set up; its slurmd registers by itself")
         except Exception as exc:  # one node's failure is said, and the others go on
             failed.append(name)
@@ -73,7 +73,7 @@ def serve(mesh_dir: str | None, spool: Path, state: Path, key_file: Path, author
                     if is_pool:
                         burst.note_jobs(name, f"no machine could be rented: {message}")
                         relaunch.mark_down(name, f"the head could not rent a machine for it: {message}")
-                        burst.give_back(name)
+                        burst.power_down(name)
                         burst.retry_later(name, cooldown)
                     else:
                         relaunch.mark_down(name, f"the head could not launch it again: {message}")

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[3]
 PREFIX = "meshctl.mesh."
 ROLE_KEYS = ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role")
 STATIC = ("ansible.builtin.import_tasks",)  # tasks files a step takes in whole, for every host of it
-FAMILIES = {"slurm": ("slurm", "slurm_build", "slurm_controller", "slurm_node", "slurm_accounting"),
+FAMILIES = {"slurm": ("slurm_preflight", "slurm", "slurm_build", "slurm_controller", "slurm_node", "slurm_accounting",
+                      "slurm_ready", "slurm_features"),
             "nfs": ("nfs_server", "nfs_client")}  # fmt: skip
 
 
@@ -78,6 +79,45 @@ def test_site_names_each_role_per_group_with_one_tag_its_name_or_its_familys():
     assert with_tasks - roles_run == {"doctor"}, "every role with tasks but doctor's (playbooks/doctor.yml) runs here"
 
 
+def entry_points(plays) -> list[tuple[str, str]]:
+    """(role, entry point) of every role step of PLAYS, in order."""
+    steps = role_steps([[play.get("tasks"), play.get("post_tasks")] for play in plays if isinstance(play, dict)], [])
+    return [(role_of(step), next(step[key] for key in ROLE_KEYS if key in step).get("tasks_from", "main"))
+            for step in steps]  # fmt: skip
+
+
+def test_site_is_a_table_each_role_entered_at_main_and_at_most_one_other_point():
+    """site.yml reads as a table: under 150 lines, and a role is a phase of its own rather than a
+    library of task files the playbook calls in an order only comments explain."""
+    assert len((REPO / "playbooks" / "site.yml").read_text().splitlines()) < 150
+    others: dict[str, set[str]] = {}
+    for role, entry in entry_points(site()):
+        if entry != "main":
+            others.setdefault(role, set()).add(entry)
+    assert {role: entries for role, entries in others.items() if len(entries) > 1} == {}, others
+
+
+def test_the_table_check_finds_a_role_entered_at_two_other_points():
+    plays = [{"tasks": [{"ansible.builtin.import_role": {"name": "meshctl.mesh.x", "tasks_from": "a"}},
+                        {"ansible.builtin.include_role": {"name": "meshctl.mesh.x", "tasks_from": "b"}}]}]  # fmt: skip
+    assert entry_points(plays) == [("x", "a"), ("x", "b")]
+
+
+def test_every_entry_point_a_playbook_uses_is_named_in_its_roles_readme():
+    """An entry point other than `main` is a way into the role from a playbook: its README names it
+    (`NAME` or `tasks_from: NAME`, in a table row, a heading or a sentence)."""
+    unnamed = set()
+    for path in sorted((REPO / "playbooks").rglob("*.yml")):
+        for role, entry in entry_points(yaml.safe_load(path.read_text()) or []):
+            readme = (REPO / "roles" / role / "README.md").read_text()
+            if entry != "main" and f"`{entry}`" not in readme and f"`tasks_from: {entry}`" not in readme:
+                unnamed.add(f"{path.relative_to(REPO)}: {role} `{entry}`")
+    assert unnamed == set(), sorted(unnamed)
+    uses = {(role, entry) for path in (REPO / "playbooks").rglob("*.yml")
+            for role, entry in entry_points(yaml.safe_load(path.read_text()) or [])}  # fmt: skip
+    assert {("doctor", "measure"), ("munge", "rotate"), ("slurm_node", "leave")} <= uses  # the walk sees them
+
+
 def test_the_settings_only_roles_are_declared_not_run():
     for role in ("mesh", "slurm_defaults"):
         assert not (REPO / "roles" / role / "tasks").exists(), role
@@ -97,7 +137,7 @@ def test_list_tags_names_one_tag_per_role_and_tags_nfs_runs_the_shares_roles_onl
         if "TASK TAGS:" in line:
             tags |= {tag.strip() for tag in line.split("[", 1)[1].rstrip("]").split(",") if tag.strip()}
     run = {role_of(step) for play in site() for step in role_steps([play.get("tasks"), play.get("post_tasks")], [])}
-    assert tags == {tag_of(role) for role in run} - {"mesh_facts"} | {"always"}, tags
+    assert tags == {tag_of(role) for role in run} - {"mesh_facts", "mesh_settings"} | {"always"}, tags
     tasks = subprocess.run([str(bin_dir / "ansible-playbook"), "playbooks/site.yml", "--list-tasks", "--tags", "nfs"],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert tasks.returncode == 0, tasks.stderr
@@ -139,16 +179,16 @@ def test_a_settled_head_gets_the_membership_steps_and_none_of_its_own():
     slurmd, share mount, device rules)."""
     settled, full = settled_steps()
     assert set(settled) == {
-        ("mesh_base", "settings"), ("munge", "secret"), ("mlflow", "secret"), ("mesh_facts", "main"),
-        ("pod_volume", "apt_keep"), ("mesh_base", "python_apt"), ("slurm", "preflight"), ("mesh_base", "main"),
+        ("mesh_settings", "main"), ("munge", "secret"), ("mesh_facts", "main"), ("pod_volume", "apt_keep"),
+        ("mesh_base", "python_apt"), ("slurm_preflight", "main"), ("mlflow", "prepare"), ("mesh_base", "main"),
         ("slurm_build", "main"), ("slurm", "main"), ("power_save", "main"), ("relaunch", "main"),
-        ("slurm_controller", "main"), ("slurm_controller", "start"), ("slurm_controller", "ready"),
-        ("nfs_server", "main"), ("slurm", "names"), ("slurm_node", "features"), ("slurm_controller", "features"),
+        ("slurm_controller", "main"), ("slurm_controller", "start"), ("slurm_ready", "main"),
+        ("nfs_server", "main"), ("slurm", "names"), ("pod_volume", "main"), ("slurm_features", "main"),
         ("slurm_node", "start"),
     }, settled  # fmt: skip
     skipped = set(full) - set(settled)
     assert skipped == {
-        ("tailscale", "main"), ("job_users", "main"), ("munge", "main"), ("job_env", "main"), ("mlflow", "install"),
+        ("tailscale", "main"), ("job_users", "main"), ("munge", "main"), ("job_env", "main"),
         ("slurm_accounting", "main"), ("slurm_node", "main"), ("nfs_client", "main"), ("mlflow", "main"),
         ("job_env", "wait"), ("nvidia_udev", "main"),
     }, skipped  # fmt: skip
@@ -223,14 +263,14 @@ def test_no_step_of_a_head_only_play_reads_the_plays_hosts_for_the_runs_nodes():
                 if "ansible_play_hosts" in path.read_text():
                     found.append(str(path.relative_to(REPO)))
     assert found == [], f"run on the head alone, yet read ansible_play_hosts: {found}"
-    assert task_files("slurm_controller", "ready") == [REPO / "roles/slurm_controller/tasks/ready.yml"]
+    assert task_files("slurm_ready", "main") == [REPO / "roles/slurm_ready/tasks/main.yml"]
 
 
 def test_the_heads_wait_takes_the_nodes_whose_slurmd_the_run_started(tmp_path):
-    """Role slurm_controller's `ready`, evaluated by Ansible: a node whose start ran (or was skipped:
+    """Role slurm_ready, evaluated by Ansible: a node whose start ran (or was skipped:
     a pod, a burst pool's node) is waited for unless its start failed, and a node the run never
     reached is not; burst pools' nodes start last, after the wait."""
-    ready = yaml.safe_load((REPO / "roles" / "slurm_controller" / "tasks" / "ready.yml").read_text())
+    ready = yaml.safe_load((REPO / "roles" / "slurm_ready" / "tasks" / "main.yml").read_text())
     expression = ready[0]["vars"]["slurm_wait_nodes"]
     hosts = {
         "pod": {"slurm_node_start": {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}},

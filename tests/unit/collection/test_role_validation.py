@@ -1,11 +1,12 @@
 """Every role's settings are checked: a role pulled in with `rolespec_validate: false`
 (by a playbook or by another role) is one whose settings site.yml's first play checks
-(mesh_base `tasks_from: settings`, `mesh_base_settings_roles`)."""
+(role mesh_settings, which reads the argument specs of every role of the collection)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
@@ -13,12 +14,9 @@ PREFIX = "meshctl.mesh."
 
 
 def settings_roles() -> list[str]:
-    for play in yaml.safe_load((REPO / "playbooks" / "site.yml").read_text()):
-        for task in play.get("tasks") or []:
-            listed = (task.get("vars") or {}).get("mesh_base_settings_roles")
-            if listed:
-                return listed
-    raise AssertionError("site.yml checks no role's settings (mesh_base_settings_roles)")
+    """What role mesh_settings checks: every role beside it with an argument spec (its glob)."""
+    assert "meshctl.mesh.role_settings" in (REPO / "roles" / "mesh_settings" / "tasks" / "main.yml").read_text()
+    return sorted(path.parent.parent.name for path in (REPO / "roles").glob("*/meta/argument_specs.yml"))
 
 
 def pulled_in_unvalidated(node, found: set[str]) -> set[str]:
@@ -63,3 +61,32 @@ def test_the_walk_finds_a_role_pulled_in_unvalidated():
     tasks = [{"block": [{"ansible.builtin.include_role": {"name": "meshctl.mesh.x", "rolespec_validate": False}},
                         {"ansible.builtin.import_role": {"name": "meshctl.mesh.y"}}]}]  # fmt: skip
     assert pulled_in_unvalidated(tasks, set()) == {"x"}
+
+
+def test_the_lookup_merges_main_or_defaults_and_refuses_a_name_two_roles_declare(tmp_path):
+    from ansible_collections.meshctl.mesh.plugins.lookup.role_settings import merged_options
+
+    def role(name: str, specs: dict, tasks: bool = True) -> None:
+        (tmp_path / name / "meta").mkdir(parents=True)
+        (tmp_path / name / "meta" / "argument_specs.yml").write_text(yaml.safe_dump({"argument_specs": specs}))
+        if tasks:
+            (tmp_path / name / "tasks").mkdir()
+
+    role("a", {"main": {"options": {"a_port": {"type": "int"}}}, "other": {"options": {"a_x": {"type": "str"}}}})
+    role("b_defaults", {"defaults": {"options": {"b_flag": {"type": "bool"}}}}, tasks=False)
+    role("c", {"main": {"short_description": "no settings"}})
+    (tmp_path / "no_spec" / "tasks").mkdir(parents=True)
+    assert merged_options(tmp_path) == {"a_port": {"type": "int"}, "b_flag": {"type": "bool"}}
+    role("d", {"main": {"options": {"a_port": {"type": "str"}}}})
+    with pytest.raises(ValueError, match="a_port is declared by roles a and d"):
+        merged_options(tmp_path)
+
+
+def test_the_lookup_reads_every_role_of_the_collection():
+    from ansible_collections.meshctl.mesh.plugins.lookup.role_settings import ROLES, merged_options
+
+    assert ROLES.resolve() == (REPO / "roles").resolve()
+    merged = merged_options(ROLES)
+    names = ("mesh_pod", "slurm_ready_timeout", "tailscale_port", "mlflow_auth", "job_users_gid", "slurm_build_major")
+    for name in names:
+        assert name in merged, name

@@ -1,6 +1,6 @@
-"""site.yml checks the settings of every role it runs once per node (mesh_base `tasks_from:
-settings`) and imports the roles without their own validation task: a real ansible-playbook run
-on the control machine (no nodes), and the list it checks is the list site.yml imports."""
+"""site.yml checks the settings of every role of the collection once per node (role mesh_settings)
+and imports the roles without their own validation task: a real ansible-playbook run on the
+control machine (no nodes); the roles checked are found, not listed."""
 
 import json
 import os
@@ -18,13 +18,10 @@ PLAY = """
   hosts: localhost
   gather_facts: false
   tasks:
-    - name: Check the settings of these roles
+    - name: Check the settings of every role
       ansible.builtin.import_role:
-        name: meshctl.mesh.mesh_base
+        name: meshctl.mesh.mesh_settings
         rolespec_validate: false
-        tasks_from: settings
-      vars:
-        mesh_base_settings_roles: [mesh, mesh_base, job_users, slurm_defaults, slurm, mlflow]
 """
 
 
@@ -48,7 +45,7 @@ def test_a_wrong_type_is_refused_naming_the_variable(tmp_path):
     assert "slurm_ready_timeout" in done.stdout and "int" in done.stdout
 
 
-def test_a_setting_of_another_listed_role_is_checked_too(tmp_path):
+def test_a_setting_of_another_role_is_checked_too(tmp_path):
     done = check(tmp_path, {"mesh_base_packages": "curl"})  # a list, given as one string: converted, fine
     assert done.returncode == 0, done.stdout[-3000:]
     done = check(tmp_path, {"job_users_gid": "many"})
@@ -66,9 +63,20 @@ def test_the_shared_defaults_of_role_mesh_are_checked_here(tmp_path):
     assert "mesh_pod" in done.stdout and "bool" in done.stdout
 
 
-def test_site_checks_exactly_the_roles_it_imports():
+def test_a_role_the_play_does_not_import_is_checked_too(tmp_path):
+    """The roles are found beside mesh_settings, not listed: tailscale's and nfs_client's settings
+    are refused here although this play imports neither."""
+    done = check(tmp_path, {"tailscale_port": "high"})
+    assert done.returncode != 0
+    assert "tailscale_port" in done.stdout and "int" in done.stdout
+    done = check(tmp_path, {"tailscale_force_reauth": "perhaps"})
+    assert done.returncode != 0
+    assert "tailscale_force_reauth" in done.stdout
+
+
+def test_every_role_site_imports_says_its_settings_where_the_check_reads_them():
     plays = yaml.safe_load(resources.playbook("site.yml").read_text())
-    imported, checked = set(), None
+    imported = set()
     for play in plays:
         for section in ("pre_tasks", "tasks", "post_tasks"):
             for task in play.get(section) or []:
@@ -76,11 +84,9 @@ def test_site_checks_exactly_the_roles_it_imports():
                 if not role:
                     continue
                 assert role.get("rolespec_validate") is False, f"{role['name']} validates again on every node"
-                if role.get("tasks_from") == "settings":
-                    checked = set(task["vars"]["mesh_base_settings_roles"])
-                elif "tasks_from" not in role:
-                    imported.add(role["name"].rsplit(".", 1)[-1])
+                imported.add(role["name"].rsplit(".", 1)[-1])
         assert "roles" not in play, f"play '{play.get('name')}' lists roles (each validates on every node)"
+    assert "mesh_settings" in imported
     # and the settings-only roles they declare as dependencies (mesh, slurm_defaults: their specs'
     # entry point is not `main`); no role pulls in another (test_playbook_shape.py)
     declared, walked = set(), set()
@@ -90,4 +96,7 @@ def test_site_checks_exactly_the_roles_it_imports():
             meta = yaml.safe_load((resources.roles_dir() / role / "meta" / "main.yml").read_text())
             declared |= {str(dep["role"]).rsplit(".", 1)[-1] for dep in meta.get("dependencies") or []}
     assert declared == {"mesh", "slurm_defaults"}
-    assert checked == imported | declared
+    for role in imported | declared:
+        spec = yaml.safe_load((resources.roles_dir() / role / "meta" / "argument_specs.yml").read_text())
+        entry = "main" if (resources.roles_dir() / role / "tasks").is_dir() else "defaults"
+        assert "options" in spec["argument_specs"][entry], role

@@ -159,7 +159,7 @@ def test_a_node_that_could_not_be_had_is_powered_down_its_jobs_told_why_and_offe
     assert calls[0] == ["squeue", "-h", "-w", "h100-1", "-t", "CONFIGURING,PENDING", "-o", "%i"]
     assert calls[1] == ["scontrol", "update", "jobid=41",
                         "comment=meshctl: h100-1: burst_max_spend $2.00/h reached 'now'"]  # fmt: skip
-    ops.give_back("h100-1", run=run)
+    ops.power_down("h100-1", run=run)
     assert calls[-1] == ["scontrol", "update", "nodename=h100-1", "state=power_down_force"]
     ops.retry_later("h100-1", 30, run=run)
     argv = calls[-1]

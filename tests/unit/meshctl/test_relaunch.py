@@ -1,4 +1,4 @@
-"""A Lambda node terminated while idle and launched again by the head (meshctl/relaunch.py, filter
+"""A Lambda node terminated while idle and launched again by the head (meshctl/ops/machine.py, filter
 head_copy, cloud.moved): against the Lambda stand-in over real HTTP, with plain files."""
 
 import gzip
@@ -15,7 +15,7 @@ import yaml
 from meshctl import cloud, headcopy, hostkeys, resources
 from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.model import Node
-from meshctl.ops import apply, relaunch
+from meshctl.ops import apply, machine, relaunch
 from meshctl.ops.work import Work
 from tests.cloud_standin import KEY, Standin
 
@@ -146,7 +146,7 @@ def test_the_code_archive_is_the_same_bytes_while_the_code_is_and_runs_from_wher
         names = tar.getnames()
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
         tar.extractall(tmp_path, filter="data")
-    assert "meshctl/ops/relaunch.py" in names and "roles/relaunch/tasks/install.yml" in names
+    assert "meshctl/ops/machine.py" in names and "roles/relaunch/tasks/install.yml" in names
     assert "plugins/module_utils/mesh_power_save.py" in names and "playbooks/site.yml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/_data/" in n]
     # Unpacked, it is a checkout: meshctl runs from it and finds its playbooks and roles there.
@@ -223,14 +223,14 @@ def test_remove_node_leaves_no_trace_of_the_node_in_the_heads_copy(mesh, lam):
 def test_the_heads_key_is_registered_once_by_its_own_name(lam):
     api = cloud.client("lambda", KEY)
     public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadKey meshctl head"
-    name = relaunch.register_key(api, public)
+    name = machine.register_key(api, public)
     assert name.startswith("meshctl-head-") and lam.ssh_keys[name] == public
     posts = [r for r in lam.requests if r == ("POST", "/api/v1/ssh-keys")]
-    assert relaunch.register_key(api, public) == name  # registered already: not again
+    assert machine.register_key(api, public) == name  # registered already: not again
     assert [r for r in lam.requests if r == ("POST", "/api/v1/ssh-keys")] == posts
     lam.ssh_keys[name] = "ssh-ed25519 AAAAOther someone"
     with pytest.raises(ProviderError, match="another key"):
-        relaunch.register_key(api, public)
+        machine.register_key(api, public)
 
 
 def never_converged(*_args):
@@ -248,15 +248,15 @@ def test_a_relaunch_without_capacity_fails_with_the_reason_and_records_nothing(m
     before = mesh.inventory.read_text()
     lam.backend.capacity = 0
     with pytest.raises(MeshctlError) as caught:
-        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
+        machine.relaunch(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
     assert caught.value.exit_code == 8 and "capacity" in str(caught.value).lower()
     assert mesh.inventory.read_text() == before and spec.is_file()  # asked again by the next job
     with pytest.raises(UsageError, match="is no node the head launches again"):
-        relaunch.relaunch_node(mesh, "head", spec, key, None, never_converged, say=lambda _m: None)
+        machine.relaunch(mesh, "head", spec, key, None, never_converged, say=lambda _m: None)
     for bad in ({}, {"instance_type": "gpu_1x_a10; reboot", "region": "us-east-1"}, {"instance_type": 1}):
         spec.write_text(json.dumps(bad))
         with pytest.raises(UsageError, match="no instance type"):
-            relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
+            machine.relaunch(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
 
 
 def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path, monkeypatch):
@@ -272,11 +272,11 @@ def test_a_new_instance_that_cannot_be_set_up_is_terminated(mesh, lam, tmp_path,
 
     monkeypatch.setattr(cloud, "wait_for_ssh", no_ssh)
     with pytest.raises(MeshctlError) as caught:
-        relaunch.relaunch_node(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
+        machine.relaunch(mesh, "gpu2", spec, key, None, never_converged, say=lambda _m: None)
     launched = [m for m in lam.backend.machines.values() if m.id != old.id]
     assert len(launched) == 1 and launched[0].state == "terminated" and launched[0].name == "gpu2"
     assert f"lambda:{launched[0].id} was terminated" in caught.value.hint
-    assert lam.ssh_keys[relaunch.key_name(key.with_suffix(".pub").read_text())]  # the head's key, registered
+    assert lam.ssh_keys[machine.key_name(key.with_suffix(".pub").read_text())]  # the head's key, registered
     assert launched[0].public_keys == [key.with_suffix(".pub").read_text().strip()]
 
 
@@ -301,8 +301,8 @@ def test_the_launch_spec_is_read_from_plain_files_only(tmp_path, kind):
 
 def test_the_head_sets_up_a_relaunched_node_with_apply_limited_to_it(monkeypatch):
     calls = []
-    monkeypatch.setattr(relaunch.apply, "apply", lambda *a, **kw: calls.append((a[0], kw["limit"])))
-    relaunch.converge("the work", "gpu2")
+    monkeypatch.setattr(machine.apply, "apply", lambda *a, **kw: calls.append((a[0], kw["limit"])))
+    machine.converge("the work", "gpu2")
     assert calls == [("the work", "gpu2")]
 
 

@@ -274,10 +274,9 @@ def test_a_nodes_facts_are_checked_in_the_first_play_before_anything_changes_it(
     names = [(t.get("ansible.builtin.import_role") or {}).get("name", "") for t in first["tasks"]]
     froms = [(t.get("ansible.builtin.import_role") or {}).get("tasks_from", "main") for t in first["tasks"]]
     facts = names.index("meshctl.mesh.mesh_facts")
-    # What comes before: the settings check and the secrets made on the control machine, no more.
+    # What comes before: the settings check and the munge key made on the control machine, no more.
     assert list(zip(names[:facts], froms[:facts], strict=True)) == [
-        ("meshctl.mesh.mesh_base", "settings"),
+        ("meshctl.mesh.mesh_settings", "main"),
         ("meshctl.mesh.munge", "secret"),
-        ("meshctl.mesh.mlflow", "secret"),
     ]
     assert plays.index(first) < min(i for i, p in enumerate(plays) if p.get("name") == "Join the tailnet")
