@@ -59,15 +59,16 @@ def autostop(w: work.Work, name: str, duration: str, verbosity: int = 0) -> Auto
     planned = power.power_plan({n.name: n.hostvars() for n in nodes}, by_provider)["nodes"]
     node.extra["idle_stop"] = duration if seconds else False
     changes = power.power_plan({n.name: n.hostvars() for n in nodes}, by_provider)["nodes"] != planned
-    w.save()
-    if changes:
-        try:
+    # The write inside the try: a Ctrl+C that lands just after it puts the old idle time back too.
+    try:
+        w.save()
+        if changes:
             apply.apply(w, runner.Progress(), head_of(nodes).name, verbosity=verbosity)
-        except BaseException:
-            if before is None:
-                node.extra.pop("idle_stop")
-            else:
-                node.extra["idle_stop"] = before
-            w.save()  # as it was: the head did not take the new idle time
-            raise
+    except BaseException:
+        if before is None:
+            node.extra.pop("idle_stop", None)
+        else:
+            node.extra["idle_stop"] = before
+        w.save()  # as it was: the head did not take the new idle time
+        raise
     return Autostop(name, seconds, changes)

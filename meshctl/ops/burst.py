@@ -199,8 +199,8 @@ def add_pool(w: work.Work, record: dict, verbosity: int = 0, converge=converge_h
     fails (or is interrupted) leaves mesh.yml as it was."""
     before = w.mesh_vars.get("burst_pools")
     w.mesh_vars["burst_pools"] = [*pooled.pools(w.mesh_vars), record]
-    w.save()
-    try:
+    try:  # the write inside: a Ctrl+C that lands just after it leaves mesh.yml as it was too
+        w.save()
         converge(w, verbosity)
     except BaseException:
         _put_back(w.mesh_vars, before)

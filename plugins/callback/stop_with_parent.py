@@ -16,6 +16,10 @@ description:
   - This callback makes both ends the one Ansible handles. When the process that started
     ansible-playbook ends, the kernel sends it SIGTERM (Linux's parent-death signal); a SIGHUP
     becomes a SIGTERM. Either way Ansible stops every worker's process group and then itself.
+  - Each worker is tied to ansible-playbook the same way as it is forked (by its main thread). A
+    worker forked while ansible-playbook was ending (after Ansible passed its SIGTERM on, so that
+    Ansible never knew it) would otherwise wait forever to hand its result to a process that is
+    gone. A worker whose ansible-playbook ended before it was tied ends at once.
   - Enabled when its parent's process ID is known (O(parent_pid)). If that process has already ended
     when the callback loads, the run ends at once.
   - meshctl enables it for each of its runs, so that a meshctl killed mid-run leaves no run behind
@@ -38,6 +42,7 @@ import ctypes.util
 import os
 import signal
 import sys
+import threading
 
 from ansible.plugins.callback import CallbackBase
 
@@ -57,14 +62,39 @@ def terminate_self(_signum=None, _frame=None) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+_forker: tuple[int, bool] | None = None  # (the process that forks, whether from its main thread), for the child
+
+
+def _before_fork() -> None:
+    global _forker
+    _forker = (os.getpid(), threading.current_thread() is threading.main_thread())
+
+
+def tie_forked(run_pid: int) -> bool:
+    """In a process just forked: when RUN_PID (ansible-playbook) forked it from its main thread (a
+    worker), end with it; when RUN_PID ended already, end now (nobody reads what it would hand back).
+    A fork by any other process or thread is left alone (the parent-death signal would follow the
+    thread). Whether it is tied."""
+    forker = _forker
+    if forker is None or forker[0] != run_pid or not forker[1]:
+        return False
+    tied = on_parent_death(signal.SIGTERM)
+    if os.getppid() != run_pid:
+        os._exit(1)
+    return tied
+
+
 def tie(parent_pid: int | None) -> bool:
-    """End this process (and, through Ansible, its workers) with PARENT_PID; whether it is tied."""
+    """End this process (and, through Ansible, its workers) with PARENT_PID; whether it is tied.
+    Every worker it forks from now on ends with it (``tie_forked``)."""
     if not parent_pid:
         return False
     signal.signal(signal.SIGHUP, terminate_self)
     tied = on_parent_death(signal.SIGTERM)
     if os.getppid() != parent_pid:  # the parent ended before the kernel was told: nobody waits for this run
         terminate_self()
+    run_pid = os.getpid()
+    os.register_at_fork(before=_before_fork, after_in_child=lambda: tie_forked(run_pid))
     return tied
 
 

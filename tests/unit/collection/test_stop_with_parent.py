@@ -118,3 +118,55 @@ def test_the_callback_reads_the_variable_meshctl_sets():
     stop_with_parent = resources.plugin("callback.stop_with_parent")
     option = yaml.safe_load(stop_with_parent.DOCUMENTATION)["options"]["parent_pid"]
     assert option["env"] == [{"name": runner.PARENT_PID_VARIABLE}]
+
+
+# A run process (as ansible-playbook, the callback loaded and tied to its parent, this test) forks a
+# worker from its main thread, as Ansible's strategy does, and prints its PID; the run is then
+# SIGKILLed (what the kernel's parent-death signal or a kill leaves of it).
+RUN = """
+import multiprocessing, os, sys, time
+from meshctl import resources
+stop_with_parent = resources.plugin("callback.stop_with_parent")
+stop_with_parent.tie(os.getppid())
+worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,))
+worker.start()
+print(worker.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_worker_the_run_forked_ends_with_the_run():
+    """Ansible passes its SIGTERM on to the workers it knows; one forked as the run was ending (a
+    SIGKILL of meshctl caught ansible-playbook queueing a task) waited forever to hand its result on."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    run = subprocess.Popen([sys.executable, "-c", RUN], stdout=subprocess.PIPE, text=True)
+    worker = int(run.stdout.readline())
+    try:
+        assert alive(worker)
+        run.kill()
+        run.wait()
+        assert wait_until(lambda: not alive(worker), 30), f"the worker {worker} outlived its run"
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(worker, signal.SIGKILL)
+
+
+FORKED = """
+import os, sys, threading
+from meshctl import resources
+stop_with_parent = resources.plugin("callback.stop_with_parent")
+if sys.argv[1] == "gone":  # forked by the run, which ended before the child was tied
+    stop_with_parent._forker = (os.getppid() + 1_000_000, True)
+    stop_with_parent.tie_forked(os.getppid() + 1_000_000)
+    sys.exit(0)
+stop_with_parent._forker = (os.getppid(), False)  # forked by another thread of the run: left alone
+sys.exit(3 if stop_with_parent.tie_forked(os.getppid()) is False else 4)
+"""
+
+
+def test_a_worker_whose_run_ended_before_it_was_tied_ends_at_once_and_a_threads_fork_is_left_alone():
+    gone = subprocess.run([sys.executable, "-c", FORKED, "gone"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1, gone.stderr
+    other = subprocess.run([sys.executable, "-c", FORKED, "thread"], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 3, other.stderr
