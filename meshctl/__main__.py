@@ -1,3 +1,28 @@
-from meshctl.cli import main
+"""`meshctl` and `python -m meshctl`: the command line (``meshctl.cli.main``).
 
-main()
+``meshctl.cli`` installs meshctl's signal handlers (``meshctl.interrupt``) once click and its own
+modules are loaded; a Ctrl+C that lands while they still load ends the command as every
+interrupted command ends (130, ``error: interrupted (Ctrl+C)`` and its fix), not in a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def run() -> None:
+    try:
+        from meshctl.cli import main
+
+        main()
+    except KeyboardInterrupt as exc:  # before main() took the signals over (its own end is a SystemExit)
+        from meshctl import interrupt
+        from meshctl.errors import Interrupted
+
+        stopped = exc if isinstance(exc, Interrupted) else interrupt.stopped()
+        print(f"error: {stopped}", file=sys.stderr)
+        raise SystemExit(stopped.exit_code) from None
+
+
+if __name__ == "__main__":
+    run()

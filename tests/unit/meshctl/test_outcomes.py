@@ -374,3 +374,30 @@ def test_a_group_writable_umask_makes_nothing_the_mesh_check_refuses(tmp_path):
     assert loose == [], loose
     checked = run_outcome(["check"], Mesh(tmp_path / "trial"), 0, tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# Python started with this on its path raises KeyboardInterrupt (a Ctrl+C) when MODULE is first
+# imported: the moment a real Ctrl+C lands while meshctl still loads, before its handlers exist.
+CTRL_C_AT_IMPORT = """
+import os, sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["CTRL_C_AT"]:
+            sys.meta_path.remove(self)
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "meshctl.display"])
+@pytest.mark.parametrize("how", ["meshctl", "python -m meshctl"])
+def test_ctrl_c_while_meshctl_still_loads_is_130_interrupted_not_a_traceback(tmp_path, module, how):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(CTRL_C_AT_IMPORT)
+    env = {**env_for(tmp_path), "CTRL_C_AT": module,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    argv = [str(Path(sys.executable).parent / "meshctl")] if how == "meshctl" else [sys.executable, "-m", "meshctl"]
+    done = subprocess.run([*argv, "status"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "error: interrupted (Ctrl+C)" in done.stderr and "fix: " in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not any(word in done.stdout for word in SUCCESS_WORDS)
