@@ -12,7 +12,8 @@ shapes (Runpod: RFC 9457 problems). The quirks the real services have are reprod
 no stop; a Runpod pod's SSH port changes when it starts again and its container disk is wiped;
 an action a pod's status does not allow is a 409; 429s on demand, with Runpod's RateLimit and
 Retry-After headers; launches with no capacity; a create that fails with a 5xx though it made
-the instance (``fail_create_after``).
+the instance (``fail_create_after``); a machine taken away from outside meshctl, as each provider
+does it, or one that silently stops answering (``take_away``).
 
 Never used by meshctl itself: tests point it here with MESHCTL_<PROVIDER>_API_URL.
 """
@@ -32,6 +33,8 @@ from tests import api_schemas
 
 PROVIDERS = ("lambda", "runpod", "paperspace")
 KEY = "standin-key-0123456789"  # the one key each stand-in accepts
+# How each provider takes a machine away from outside meshctl (its document's status words).
+TAKEN_AWAY = {"lambda": "preempted", "runpod": "terminated", "paperspace": "stopped"}
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Machine:
     # is refused ("refuse") or gives it none ("zero": running, answered without `gpu`).
     host_full: str = ""
     without_gpus: bool = False
+    silent: bool = False  # taken away without a word: it runs at the provider, and answers nothing
 
     @property
     def start_cmd(self) -> list[str]:
@@ -103,6 +107,13 @@ class MemoryBackend:
     def created(self, machine: Machine) -> None:
         """A launch the API accepted, with its settings (env) filled in: nothing more in memory."""
 
+    def take_away(self, machine: Machine, state: str) -> None:
+        """The provider took MACHINE away (STATE: its status now), or it stopped answering ("silent":
+        still running at the provider)."""
+        machine.silent = state == "silent"
+        if state != "silent":
+            machine.state = state
+
 
 class DockerBackend(MemoryBackend):
     """Instances that are Docker nodes of the local mesh: stop is `docker stop`, start `docker
@@ -138,6 +149,18 @@ class DockerBackend(MemoryBackend):
     def start(self, machine: Machine, new_port: bool = False) -> None:
         self._docker("start", self.containers[machine.id])
         super().start(machine, new_port)
+
+    def take_away(self, machine: Machine, state: str) -> None:
+        """As the provider takes it: a preempted or terminated machine's container is gone, a stopped
+        one stopped; a silent one paused (no answer, no SSH, still running)."""
+        container = self.containers[machine.id]
+        if state == "silent":
+            self._docker("pause", container)
+        elif state == "stopped":
+            self._docker("stop", "-t", "5", container)
+        else:
+            self._docker("rm", "-f", "-v", container)
+        super().take_away(machine, state)
 
     def terminate(self, machine: Machine) -> None:
         container = self.containers[machine.id]
@@ -237,6 +260,14 @@ class Standin:
         machine = self.backend.launch(prefix, name, kind, gpus, price)
         machine.state = state
         return machine
+
+    def take_away(self, machine: Machine, silent: bool = False) -> None:
+        """The provider takes MACHINE away, as it does: Lambda preempts an instance (listed
+        ``preempted``, its VM gone), Runpod terminates a pod (a zero balance, a community host gone:
+        no longer listed), a Paperspace machine is stopped from outside (``off``). SILENT: the
+        machine stops answering and still runs at the provider (its container paused)."""
+        with self.lock:
+            self.backend.take_away(machine, "silent" if silent else TAKEN_AWAY[self.provider])
 
     def add_volume(self, volume_id: str, data_center: str, size: int = 20, tier: str = "STANDARD") -> dict:
         """A Runpod network volume of the account (the console's New Network Volume)."""

@@ -934,3 +934,37 @@ def test_launch_gpu_with_cloud_rents_in_that_cloud_only(mesh, two_providers):
     chosen = launch.plan(reading(mesh), launch.new_request("n1", None, None, "A5000", options={"cloud": "SECURE"}),
                          say=lambda _line: None, warn=lambda _line: None)  # fmt: skip
     assert [(c[1], c[3]["cloud"]) for c in chosen.candidates] == [("runpod", "SECURE")] and chosen.price == 0.27
+
+
+@pytest.mark.parametrize(("provider", "said"), [("lambda", "preempted"), ("runpod", None), ("paperspace", "stopped")])
+def test_the_stand_in_takes_a_machine_away_as_its_provider_does_and_the_client_reads_it_so(provider, said):
+    """A machine taken away from outside meshctl (what the outlive tests stage): Lambda lists the
+    instance preempted, Runpod no longer has the pod, Paperspace has the machine off; the client
+    reads each in meshctl's words (GONE, or stopped), and the answers still match the schema."""
+    with Standin(provider) as api:
+        kept = api.add("kept", "gpu_1x_a10" if provider == "lambda" else "A4000", 1, 0.75)
+        lost = api.add("lost", "gpu_1x_a10" if provider == "lambda" else "A4000", 1, 0.75)
+        client, _ = client_for(api)
+        api.take_away(lost)
+        listed = {i["name"]: i["status"] for i in client.list()}
+        if said is None:
+            assert "lost" not in listed
+            with pytest.raises(mod("mesh_cloud").CloudError) as gone:
+                client.get(lost.id)
+            assert gone.value.kind == "not-found"
+        else:
+            assert listed["lost"] == said == client.get(lost.id)["status"]
+        assert said in (None, "stopped", *mod("mesh_cloud").GONE)
+        assert listed["kept"] == "running"
+        for method, path, status, body in api.answers:
+            if status < 400:
+                assert api_schemas.response_problems(provider, method, path, status, body) == [], (method, path, body)
+        assert not kept.silent
+
+
+def test_a_machine_that_stops_answering_still_runs_at_its_provider():
+    with Standin("lambda") as api:
+        quiet = api.add("quiet", "gpu_1x_a10", 1, 0.75)
+        client, _ = client_for(api)
+        api.take_away(quiet, silent=True)
+        assert quiet.silent and client.get(quiet.id)["status"] == "running"
