@@ -25,6 +25,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils import (  # noqa: E40
     mesh_machine,
     mesh_slurm,
     mesh_text,
+    mesh_watch,
 )
 from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_job_users as job_users  # noqa: E402
 from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_node_status as node_status  # noqa: E402
@@ -43,6 +44,7 @@ __all__ = [
     "mesh_machine",
     "mesh_slurm",
     "mesh_text",
+    "mesh_watch",
     "node_status",
     "power_save",
     "slurm_nodes",

@@ -22,11 +22,12 @@ from meshctl.options import json_option, mesh_option, verbose_option
 def command(since, until, as_json, mesh_dir, verbosity) -> None:
     """Per user: jobs, GPU-hours, CPU-hours and cost at today's prices, from Slurm's accounting."""
     w = work.reading(mesh_dir)
-    rows, start, end, problems, volumes = usage_lib.usage(w, since, until, verbosity)
+    rows, start, end, problems, volumes, machines = usage_lib.usage(w, since, until, verbosity)
     total = round(sum(r.cost for r in rows), 2)
     if as_json:
         out = {"since": start, "until": end, "cost": total, "problems": problems,
                "volumes": [dataclasses.asdict(v) for v in volumes],
+               "machines": [dataclasses.asdict(m) for m in machines],
                "users": [{"user": r.user, "jobs": r.jobs, "gpu_hours": round(r.gpu_hours, 3),
                           "cpu_hours": round(r.cpu_hours, 3), "cost": round(r.cost, 2), "nodes": sorted(r.nodes)}
                          for r in rows]}  # fmt: skip
@@ -56,5 +57,17 @@ def command(since, until, as_json, mesh_dir, verbosity) -> None:
         for volume in volumes:
             if not volume.used_by:
                 display.echo(volume.left_words())
+    if machines:  # what the pools' machines billed, each one: a lost machine and its replacement alike
+        display.table("Machines the burst pools rented", ["node", "machine", "$/h", "from", "to", "cost $", "end"],
+                      [[m.node, m.instance, f"{m.price_per_hour:.2f}", clock(m.since), clock(m.until) if m.until else
+                        "now", f"{m.cost:.2f}", ("lost: " if m.lost else "") + m.why] for m in machines])  # fmt: skip
+        display.echo(f"the pools' machines: ${sum(m.cost for m in machines):.2f} in the period (their hours are "
+                     "in the users' cost above too, at the pool's price)")  # fmt: skip
     for provider, said in problems.items():
         display.echo(f"{provider}: no prices ({said})")
+
+
+def clock(seconds: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))

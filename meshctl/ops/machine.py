@@ -31,10 +31,12 @@ from meshctl.errors import MeshctlError, ProviderError, UsageError
 from meshctl.mesh import Mesh, atomic_write
 from meshctl.model import Node
 from meshctl.ops import add, apply, burst, launch, work
+from meshctl.ops.relaunch import read_plain_file as relaunch_read
 from meshctl.ops.relaunch import read_spec
 
 KEY_NAME = "meshctl-head-"  # + the first 12 hex digits of the head key's sha256: its name at the provider
 LAUNCHING = "launching"  # in the head's copy of the mesh: <node>, while a rent is under way
+KEPT_EARLIER = 16  # records kept per pool node of the machines it ran on before (``keep_earlier``)
 
 
 def key_name(public_key: str) -> str:
@@ -139,10 +141,38 @@ def setup(w: work.Work, target: str, name: str, key_file: Path) -> None:
     add.add_node(w, add.plan_add(w, target, name, None, str(key_file), None), runner.Progress())
 
 
+def keep_earlier(mesh: Mesh, name: str, ended: Path | None, now: float) -> None:
+    """The head's record of the machine pool node NAME ran on before (``burst/<node>.json``) kept
+    beside as ``<node>@<since>.json`` with when it ended (``until``) and why: the power program's
+    record of that end (ENDED: its ``ended/<node>.json``, SlurmUser's, read without following a
+    link) when it names that machine, else NOW (``until_known`` false: at most then). `meshctl
+    usage` lists every machine a pool rented, the lost ones with the rest."""
+    record = burst.read_rented(mesh, name)
+    if not record.get("instance") or not isinstance(record.get("since"), int):
+        return
+    end: dict = {}
+    if ended is not None:
+        with contextlib.suppress(OSError, ValueError, UsageError):
+            end = json.loads(relaunch_read(ended / f"{name}.json"))
+    end = end if isinstance(end, dict) else {}
+    named = isinstance(end.get("instances"), list) and record["instance"] in end["instances"]
+    at = end.get("at") if named and isinstance(end.get("at"), int) and end["at"] >= record["since"] else None
+    why = core.mesh_text.slurm_reason(str(end.get("why") or "")) if at is not None else ""
+    kept = {**record, "until": at if at is not None else int(now), "until_known": at is not None,
+            "lost": bool(end.get("lost")) and at is not None, "why": why}  # fmt: skip
+    folder = burst.rented_dir(mesh)
+    atomic_write(folder / f"{name}@{record['since']}.json", json.dumps(kept) + "\n", mode=0o600)
+    earlier = sorted(folder.glob(f"{name}@*.json"), key=lambda p: p.name.split("@")[1].zfill(16))
+    for old in earlier[:-KEPT_EARLIER]:  # the head keeps the last few: `usage` reads them
+        old.unlink(missing_ok=True)
+
+
 def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Callable[[str], None] = print,
-         setup=setup, launch_timeout: float = cloud.LAUNCH_TIMEOUT, clock=time.monotonic) -> Node:  # fmt: skip
+         setup=setup, launch_timeout: float = cloud.LAUNCH_TIMEOUT, clock=time.monotonic,
+         ended: Path | None = None) -> Node:  # fmt: skip
     """Rent a machine for the pool node NAME and set it up; each phase said with its seconds. A
-    machine created that cannot be set up is terminated."""
+    machine created that cannot be set up is terminated. The record of the machine it ran on
+    before is kept (``keep_earlier``; ENDED: the power program's records of machines' ends)."""
     started = clock()
 
     def phase(what: str, since: float) -> float:
@@ -201,6 +231,7 @@ def rent(mesh: Mesh, name: str, key_file: Path, authorized: Path | None, say: Ca
         ref = cloud.instance_ref(inst)
         price = offer.price_per_hour if offer is not None else float(pool["max_price"])
         burst.rented_dir(mesh).mkdir(mode=0o700, exist_ok=True)
+        keep_earlier(mesh, name, ended, time.time())
         atomic_write(burst.rented_dir(mesh) / f"{name}.json", json.dumps(
             {"node": name, "pool": pool["name"], "instance": ref, "price": price, "since": int(time.time())}) + "\n",
             mode=0o600)  # fmt: skip

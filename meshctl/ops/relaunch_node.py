@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from meshctl import burst as pooled
+from meshctl import core
 from meshctl.errors import MeshctlError
 from meshctl.model import NAME_RE, check_name
 from meshctl.ops import burst, machine, relaunch, work
@@ -59,7 +60,7 @@ def serve(mesh_dir: str | None, spool: Path, state: Path, key_file: Path, author
             is_pool = pooled.pool_of(mesh.load()[1], name) is not None
             public = authorized / f"{name}.pub" if authorized else None
             if is_pool:
-                machine.rent(mesh, name, key_file, public, say=say)
+                machine.rent(mesh, name, key_file, public, say=say, ended=state / core.mesh_watch.ENDED)
                 continue
             machine.relaunch(mesh, name, state / f"{name}.json", key_file, public, say=say)
             say(f"{name}: launched again and set up; its slurmd registers by itself")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import datetime
 import io
 import re
+import time
 from dataclasses import dataclass, field
 
-from meshctl import cloud, runner
+from meshctl import cloud, core, runner
 from meshctl.errors import UsageError
 from meshctl.model import head_of
 from meshctl.ops import burst
@@ -101,6 +102,55 @@ def summarize(lines: list[str], node_gpus: dict[str, int], node_cpus: dict[str, 
     return sorted(users.values(), key=lambda u: (-u.cost, -u.gpu_hours, u.user))
 
 
+@dataclass
+class PoolMachine:
+    """A machine a burst pool rented (the head's record): what it cost over the period."""
+
+    node: str
+    pool: str
+    instance: str
+    price_per_hour: float
+    since: int
+    until: int | None  # None: it still runs
+    lost: bool = False  # taken away (the head's watch found it lost), not given back when idle
+    why: str = ""  # how it ended
+    cost: float = 0.0  # its $/h times its hours within the period
+
+
+def pool_machines(records: dict, start: float, end: float, now: float) -> list[PoolMachine]:
+    """Every machine the head's records name (``<node>.json``, the one a pool node runs on now or
+    last, ``<node>@<since>.json``, one it ran on before: ``ops.machine.keep_earlier``) that was up
+    within START..END (seconds since the epoch), with its cost there. A record not of that shape is
+    left out (the head's files, read as text)."""
+    import json
+
+    rows = []
+    for key, text in sorted((records or {}).items()):
+        try:
+            record = json.loads(str(text))
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or str(key).split("@")[0] != record.get("node"):
+            continue
+        node, pool, instance = record.get("node"), record.get("pool"), record.get("instance")
+        price, since, until = record.get("price"), record.get("since"), record.get("until")
+        if not all(isinstance(v, str) and v for v in (node, pool, instance)):
+            continue
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price <= 1000:
+            continue
+        if isinstance(since, bool) or not isinstance(since, int) or since <= 0:
+            continue
+        if until is not None and (isinstance(until, bool) or not isinstance(until, int) or until < since):
+            continue
+        upto = min(until if until is not None else now, end)
+        hours = max(0.0, upto - max(since, start)) / 3600
+        if hours <= 0 and not (since <= end and (until or now) >= start):
+            continue
+        rows.append(PoolMachine(node, pool, instance, float(price), since, until, record.get("lost") is True,
+                                core.mesh_text.clean(str(record.get("why") or ""))[:200], round(price * hours, 4)))  # fmt: skip
+    return sorted(rows, key=lambda m: (m.since, m.node))
+
+
 def period(since: str | None, until: str | None, today: datetime.date | None = None) -> tuple[str, str]:
     """sacct's --starttime and --endtime: the first of this month until now by default."""
     today = today or datetime.date.today()
@@ -149,9 +199,10 @@ def accounting_on(w: Work, head: str) -> bool:
 
 
 def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
-    """(rows, start, end, problems, volumes): each user's usage of the period, what the providers said,
-    and the accounts' network volumes (``cloud.VolumeRow``: storage billed by the month, apart from the
-    nodes' hours)."""
+    """(rows, start, end, problems, volumes, machines): each user's usage of the period, what the
+    providers said, the accounts' network volumes (``cloud.VolumeRow``: storage billed by the month,
+    apart from the nodes' hours) and every machine the burst pools rented that was up in the period
+    (``pool_machines``: the lost ones and their replacements, each with what it cost)."""
     mesh, nodes, mesh_vars = w.mesh, w.nodes, w.mesh_vars
     start, end = period(since, until)
     if not accounting_on(w, head_of(nodes).name):
@@ -181,4 +232,9 @@ def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
     for name, (price, pool) in pooled.items():  # a pool node's hours at what the pool rents at today
         node_prices[name], gpus[name], cpus[name] = price, int(pool["gpus"]), int(pool["cpus"])
     volumes = prices.volumes if not problems else []
-    return summarize([str(line) for line in lines], gpus, cpus, node_prices), start, end, problems, volumes
+    report = result.reports.get(head_of(nodes).name) or {}
+    begins = datetime.datetime.fromisoformat(start).timestamp()
+    ends = time.time() if end == "now" else datetime.datetime.fromisoformat(end).timestamp()
+    machines = pool_machines(report.get("machines") or {}, begins, ends, time.time())
+    rows = summarize([str(line) for line in lines], gpus, cpus, node_prices)
+    return rows, start, end, problems, volumes, machines

@@ -37,7 +37,7 @@ SHARE_OK = ("exporting", "mounted", "shared", "fstab-only")
 WORD = mesh_slurm.WORD_RE  # a service's state, or a Slurm state word and its flag (~ % # ! * $ @ ^ - +)
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
-REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,=@'#\[\]-]{0,200}")
+REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,;=@'#$%~!`\[\]-]{0,200}")  # printable words, no escape
 MAX_NODES = 10000
 INSTANCE = re.compile(f"({'|'.join(mesh_cloud.PROVIDERS)}):{mesh_cloud.ID_RE.pattern}")
 
@@ -91,7 +91,7 @@ def rented_rows(records):
     by node) as ``{node: {pool, instance, price, since}}``: a record that is not JSON of that shape
     (a pool's name, ``provider:id``, $/h from 0 to 1000, seconds since the epoch) is left out."""
     rows = {}
-    for node, text in list((records or {}).items())[:64]:
+    for node, text in [(k, v) for k, v in (records or {}).items() if "@" not in str(k)][:64]:  # now's, not before
         try:
             record = json.loads(str(text))
         except ValueError:

@@ -116,7 +116,23 @@ def power_plan(nodes, by_provider=None, pod_volume="/workspace", pod_keep=".mesh
             plan[name] = entry
             if not can.keeps_disk:
                 plan[name]["start_command"] = ["bash", f"{volume}/{pod_keep}/rejoin"]
-    return {"nodes": plan, "refused": refused}
+    return {"nodes": plan, "refused": refused, "watched": watched(nodes, plan)}
+
+
+def watched(nodes, plan):
+    """The nodes whose machine the head's watch asks the providers about (``meshctl-power watch``):
+    every burst pool's node (found by its name) and every other node that is a provider's instance
+    meshctl knows, the head's excepted: ``{name: {"instance", "provider", "id"}}``, plus ``pool``
+    for a pool's."""
+    found = {name: {k: entry[k] for k in ("instance", "provider", "id", "pool")}
+             for name, entry in plan.items() if entry.get("pool")}  # fmt: skip
+    for name, hv in sorted((nodes or {}).items()):
+        instance = str(hv.get("meshctl_instance") or "")
+        kind, _, instance_id = instance.partition(":")
+        if name in found or "head" in (hv.get("meshctl_roles") or []) or kind not in PROVIDERS or not instance_id:
+            continue
+        found[name] = {"instance": instance, "provider": kind, "id": instance_id}
+    return found
 
 
 def head_copy(inventory, head, key_file, relaunched, leaving=(), drop_vars=("meshctl_vault_id",)):

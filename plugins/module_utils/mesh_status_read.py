@@ -154,7 +154,7 @@ def http_get(url, timeout):
     return {"status": status, "body": body[:LIMIT].decode("utf-8", "replace") if status < 400 else ""}
 
 
-RENTED_MAX = 64  # records read of the head's rented pool machines (a pool has at most 64 nodes)
+RENTED_MAX = 1024  # records read of the head's rented pool machines (64 nodes, 16 earlier machines kept each)
 RENTED_BYTES = 4096  # bytes kept of one record
 
 

@@ -314,6 +314,7 @@ def test_remove_node_takes_the_node_from_the_power_program_before_it_drains_it()
              for step in role_steps(first_on_head["tasks"], [])]  # fmt: skip
     assert steps == [("power_save", "plan"), ("slurm_controller", "drain")], steps
     plan = yaml.safe_load((REPO / "roles" / "power_save" / "tasks" / "plan.yml").read_text())
-    assert any("ansible.builtin.copy" in task and "nodes.json" in task["ansible.builtin.copy"]["dest"] for task in plan)
+    copies = [t for t in plan if "ansible.builtin.copy" in t]
+    assert copies and all("nodes.json" in str(t["loop"]) and "watched.json" in str(t["loop"]) for t in copies), copies
     defaults = (REPO / "roles" / "mesh" / "defaults" / "main.yml").read_text()
     assert "difference(groups['leaving']" in defaults  # the plan leaves the leaving node out

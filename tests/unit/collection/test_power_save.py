@@ -121,7 +121,7 @@ def test_the_plan_stops_only_instances_that_come_back_intact():
     no_volume = {"pod": {"meshctl_instance": "runpod:p1", "idle_stop": "1h", "mesh_pod": True, "mesh_pod_volume": ""}}
     assert "volume" in flt().power_plan(no_volume)["refused"]["pod"]
     assert "PROVIDER:NAME" in plan["refused"]["vm"] and "head is never stopped" in plan["refused"]["head"]
-    assert flt().power_plan({"desk": {"mesh_provider": "local"}}) == {"nodes": {}, "refused": {}}
+    assert flt().power_plan({"desk": {"mesh_provider": "local"}}) == {"nodes": {}, "refused": {}, "watched": {}}
 
 
 @pytest.fixture

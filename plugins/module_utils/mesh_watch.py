@@ -1,0 +1,139 @@
+# Copyright: meshctl contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Which rented nodes lost their machine (plain functions, unit-tested): what the head's watch
+(``meshctl-power watch``, role power_save's timer) reads from the providers' instance lists and
+Slurm's node states, and what it does about each.
+
+A machine is lost when its provider took it away (Lambda's ``preempted``, a pod ``terminated`` or
+no longer listed, a machine stopped outside meshctl) or when it stopped answering: Slurm marked
+the node DOWN for not responding (``SlurmdTimeout``, the grace Slurm gives a node) while its
+provider still runs it. A node Slurm is powering up or down, or has powered down, is meshctl's own
+doing (a resume, a suspend) and never lost; a provider that could not be asked loses nobody.
+
+Each loss says what to do:
+
+- a burst pool's node: its machine is given back where it still exists (nothing left billing),
+  the node is set DOWN with the reason (Slurm requeues its jobs at once), powered down, and offered
+  to Slurm again once it is (``reoffer``): the requeued job resumes it and the pool rents a
+  replacement;
+- any other rented node: DOWN with the reason and the fix (its jobs requeue); its machine is the
+  user's, never given back here, and a silent one is left to Slurm (it is DOWN already).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_node_status, mesh_status_read
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import GONE
+
+# Slurm's marks after a state (`sinfo %T`): powered down, powering up, powering down, to be
+# powered down. A node with one is meshctl's suspend or resume at work.
+POWER_MARKS = "~#%!"
+NOT_RESPONDING = "Not responding"  # Slurm's reason for a node it set DOWN after SlurmdTimeout
+OURS = "meshctl: "  # the reasons meshctl gives Slurm begin so
+# In the power program's state folder: <node>.json, the last end of a node's machine (given back
+# when idle, or lost), written by meshctl-power, read by the head's rent (what the machine it
+# replaces cost) and by `meshctl status` (what was lost).
+ENDED = "ended"
+SINFO = mesh_status_read.SINFO  # Slurm's node rows, read as `meshctl status` reads them
+
+
+def parse_sinfo(text):
+    """``{node: {"state", "reason"}}`` from SINFO's output, as the status filter reads it
+    (``mesh_node_status.slurm_rows``: a line that is not a node's is left out)."""
+    return {name: {"state": row["state"], "reason": row["reason"]}
+            for name, row in mesh_node_status.slurm_rows({"stdout": text or ""}).items()}  # fmt: skip
+
+
+def base_state(state):
+    return state.rstrip("~#%!*$@^+-")
+
+
+def powering(state):
+    """Whether Slurm powers the node up or down, or has it powered down (meshctl's doing)."""
+    return any(mark in state for mark in POWER_MARKS)
+
+
+def ours(node):
+    """Whether the node is DOWN or drained with a reason meshctl gave (acted on already)."""
+    return node["reason"].startswith(OURS) and base_state(node["state"]) in ("down", "drained", "draining", "drain")
+
+
+def _found(entry, name, listed):
+    """The provider instances that ran NAME (``[(provider, instance)]``), or None when a provider
+    that may hold it could not be asked. A pool node's machine is found by the node's name at every
+    provider; any other node's by its recorded instance."""
+    if entry.get("pool"):
+        if any(answer is None for answer in listed.values()):
+            return None
+        return [(p, i) for p, answer in sorted(listed.items()) for i in answer if i.get("name") == name]
+    provider = entry.get("provider") or ""
+    if listed.get(provider) is None:
+        return None
+    return [(provider, i) for i in listed[provider] if i.get("id") == entry.get("id")]
+
+
+def losses(watched, listed, slurm):
+    """Each node of WATCHED whose machine is lost, as ``{"node", "instance", "why", "give_back",
+    "pool"}``: ``give_back`` the id of a pool machine to delete ("" when there is none to),
+    ``instance`` ``provider:id`` of the lost machine ("" when none is known).
+
+    WATCHED: ``{node: {"provider", "id", "instance", "pool"?}}`` (the power plan's ``watched``);
+    LISTED: ``{provider: [instances] or None}`` (``mesh_cloud.instance`` dicts; None: could not be
+    asked); SLURM: ``parse_sinfo``'s."""
+    found = []
+    for name, entry in sorted((watched or {}).items()):
+        node = (slurm or {}).get(name)
+        if not isinstance(entry, dict) or node is None or powering(node["state"]) or ours(node):
+            continue
+        mine = _found(entry, name, listed or {})
+        if mine is None:
+            continue
+        pool = entry.get("pool") or ""
+        live = [(p, i) for p, i in mine if i.get("status") not in GONE]
+        loss = {"node": name, "pool": pool, "give_back": "", "instance": "", "why": ""}
+        if not live:
+            if mine:
+                provider, inst = mine[-1]
+                loss.update(instance=f"{provider}:{inst['id']}", why=f"{inst['status']} by {provider}",
+                            give_back=inst["id"] if pool and inst.get("status") != "terminated" else "")  # fmt: skip
+            elif pool:
+                loss["why"] = "its machine is gone (no provider lists it)"
+            else:
+                loss.update(instance=entry.get("instance") or "",
+                            why=f"terminated by {entry.get('provider')} (no longer listed)")  # fmt: skip
+            found.append(loss)
+            continue
+        provider, inst = live[0]
+        loss["instance"] = f"{provider}:{inst['id']}"
+        if inst.get("status") in ("stopped", "stopping"):
+            loss.update(why="stopped outside meshctl", give_back=inst["id"] if pool else "")
+            found.append(loss)
+        elif pool and base_state(node["state"]) == "down" and node["reason"].startswith(NOT_RESPONDING):
+            loss.update(why="stopped answering", give_back=inst["id"])
+            found.append(loss)
+    return found
+
+
+def reason(loss):
+    """Slurm's reason for a lost node (meshctl-power adds ``meshctl: ``)."""
+    what = f"{loss['instance']} {loss['why']}" if loss["instance"] else loss["why"]
+    if loss["pool"]:
+        return f"{what}; its jobs requeued, pool {loss['pool']} rents a replacement"
+    return f"{what}; its jobs requeued: `meshctl launch` it again, or `meshctl remove-node {loss['node']}`"
+
+
+def reoffer(ended, slurm):
+    """The pool nodes of ENDED (``{node: record}``, the records meshctl-power wrote as a node's
+    machine ended) whose machine the watch found lost, that Slurm has powered down since and still
+    holds DOWN with meshctl's reason: offered to Slurm again now, so the requeued job resumes one
+    and its pool rents a replacement."""
+    ready = []
+    for name, record in sorted((ended or {}).items()):
+        node = (slurm or {}).get(name)
+        if not isinstance(record, dict) or not record.get("lost") or not record.get("pool") or record.get("offered") \
+                or node is None:
+            continue
+        if node["state"].endswith("~") and base_state(node["state"]) == "down" and node["reason"].startswith(OURS):
+            ready.append(name)
+    return ready

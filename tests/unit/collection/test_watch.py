@@ -1,0 +1,200 @@
+"""The head's watch of rented machines: which machine is lost, from the providers' lists and Slurm's
+own rows (tests/fixtures/sinfo, recorded), and what meshctl-power watch does about each, against
+the providers' stand-ins (tests/cloud_standin.py: a machine taken away as each provider takes it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshctl import core, resources
+from tests.cloud_standin import KEY, Standin
+
+watch = core.mesh_watch
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sinfo"
+PROGRAM = resources.roles_dir() / "power_save" / "files" / "meshctl-power"
+
+
+def recorded(version: str, name: str) -> dict:
+    text = (FIXTURES / version / f"{name}.txt").read_text()
+    return watch.parse_sinfo("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("version", ["slurm-22.05", "slurm-24.11"])
+@pytest.mark.parametrize(("fixture", "node"), [("powered_down", "cpu1"), ("powering_up", "cpu1"),
+                                               ("powering_down", "cpu1"), ("power_down_pending", "cpu1")])  # fmt: skip
+def test_a_node_slurm_powers_up_or_down_is_meshctls_doing_never_lost(version, fixture, node):
+    rows = recorded(version, fixture)
+    assert watch.powering(rows[node]["state"]), rows[node]
+    gone = {"cpu1": {"instance": "lambda:i1", "provider": "lambda", "id": "i1"}}
+    assert watch.losses(gone, {"lambda": []}, rows) == []
+
+
+@pytest.mark.parametrize("version", ["slurm-22.05", "slurm-24.11"])
+def test_slurms_rows_are_read_as_the_status_reads_them(version):
+    rows = recorded(version, "idle")
+    assert rows and all(not watch.powering(r["state"]) and r["reason"] == "" for r in rows.values()), rows
+    answering = recorded(version, "not_responding")
+    assert "*" in answering["head"]["state"] and not watch.powering(answering["head"]["state"])
+
+
+def instance(provider: str, iid: str, name: str, status: str) -> dict:
+    return core.mesh_cloud.instance(provider, iid, name, status, status)
+
+
+STATIC = {"gpu2": {"instance": "lambda:i1", "provider": "lambda", "id": "i1"}}
+POOL = {"h100-1": {"instance": "", "provider": "", "id": "", "pool": "h100"}}
+
+
+def up(state: str = "allocated", reason: str = "") -> dict:
+    return {"state": state, "reason": reason}
+
+
+@pytest.mark.parametrize(("status", "why"), [("preempted", "preempted by lambda"),
+                                             ("terminated", "terminated by lambda"),
+                                             ("stopped", "stopped outside meshctl")])  # fmt: skip
+def test_a_static_rented_node_taken_away_is_lost_with_its_providers_word_and_never_given_back(status, why):
+    found = watch.losses(STATIC, {"lambda": [instance("lambda", "i1", "gpu2", status)]}, {"gpu2": up()})
+    assert found == [{"node": "gpu2", "pool": "", "give_back": "", "instance": "lambda:i1", "why": why}]
+    said = watch.reason(found[0])
+    assert said.startswith(f"lambda:i1 {why}") and "`meshctl remove-node gpu2`" in said and "launch" in said
+
+
+def test_a_static_node_no_longer_listed_was_terminated_by_its_provider():
+    found = watch.losses(STATIC, {"lambda": [instance("lambda", "other", "x", "running")]}, {"gpu2": up("idle")})
+    assert [(f["instance"], f["why"]) for f in found] == [("lambda:i1", "terminated by lambda (no longer listed)")]
+
+
+def test_a_static_node_that_stopped_answering_is_left_to_slurm():
+    running = {"lambda": [instance("lambda", "i1", "gpu2", "running")]}
+    assert watch.losses(STATIC, running, {"gpu2": up("down*", "Not responding")}) == []
+    assert watch.losses(STATIC, running, {"gpu2": up("allocated")}) == []
+
+
+def test_a_pool_machine_preempted_is_lost_and_given_back():
+    listed = {"lambda": [instance("lambda", "old", "h100-1", "terminated"), instance("lambda", "i9", "h100-1",
+                                                                                     "preempted")],
+              "runpod": [instance("runpod", "p1", "other", "running")]}  # fmt: skip
+    found = watch.losses(POOL, listed, {"h100-1": up("mixed")})
+    assert found == [{"node": "h100-1", "pool": "h100", "give_back": "i9", "instance": "lambda:i9",
+                      "why": "preempted by lambda"}]  # fmt: skip
+    assert "pool h100 rents a replacement" in watch.reason(found[0])
+
+
+def test_a_pool_machine_gone_from_every_list_while_slurm_has_it_up_is_lost():
+    found = watch.losses(POOL, {"lambda": [], "runpod": []}, {"h100-1": up("idle")})
+    assert [(f["why"], f["give_back"]) for f in found] == [("its machine is gone (no provider lists it)", "")]
+
+
+def test_a_pool_machine_silent_past_slurms_grace_is_lost_and_given_back():
+    running = {"lambda": [instance("lambda", "i9", "h100-1", "running")]}
+    assert watch.losses(POOL, running, {"h100-1": up("allocated*")}) == []  # within SlurmdTimeout: waited for
+    found = watch.losses(POOL, running, {"h100-1": up("down*", "Not responding")})
+    assert [(f["why"], f["give_back"]) for f in found] == [("stopped answering", "i9")]
+
+
+def test_nobody_is_lost_while_a_provider_that_may_hold_the_machine_cannot_be_asked():
+    assert watch.losses(STATIC, {"lambda": None}, {"gpu2": up()}) == []
+    assert watch.losses(POOL, {"lambda": [], "runpod": None}, {"h100-1": up()}) == []
+
+
+def test_a_node_meshctl_set_down_already_or_slurm_powers_is_not_acted_on_again():
+    gone = {"lambda": []}
+    assert watch.losses(POOL, gone, {"h100-1": up("down", "meshctl: lambda:i9 preempted by lambda")}) == []
+    assert watch.losses(POOL, gone, {"h100-1": up("down~", "meshctl: the head could not rent")}) == []
+    assert watch.losses(POOL, gone, {"h100-1": up("idle~")}) == []
+    assert watch.losses(POOL, gone, {"h100-1": up("mixed#")}) == []  # being rented
+    assert watch.losses(POOL, gone, {}) == []  # not in Slurm (yet)
+
+
+def test_a_lost_pool_node_is_offered_again_once_slurm_has_powered_it_down():
+    lost = {"h100-1": {"lost": True, "pool": "h100", "offered": 0}}
+    ours = "meshctl: lambda:i9 preempted by lambda"
+    assert watch.reoffer(lost, {"h100-1": up("down%", ours)}) == []  # still powering down
+    assert watch.reoffer(lost, {"h100-1": up("down~", ours)}) == ["h100-1"]
+    assert watch.reoffer(lost, {"h100-1": up("down~", "an administrator's")}) == []
+    assert watch.reoffer({"h100-1": {**lost["h100-1"], "offered": 1}}, {"h100-1": up("down~", ours)}) == []
+    idle = {"h100-1": {"lost": False, "pool": "h100"}}  # given back when idle: never DOWN, nothing to offer
+    assert watch.reoffer(idle, {"h100-1": up("down~", ours)}) == []
+
+
+def test_the_plan_watches_every_rented_node_and_pool_node_never_the_head():
+    nodes = {"head": {"meshctl_instance": "lambda:h", "meshctl_roles": ["head"]},
+             "gpu2": {"meshctl_instance": "lambda:i1"}, "desk": {"mesh_provider": "local"},
+             "odd": {"meshctl_instance": "elsewhere:x"}}  # fmt: skip
+    pools = [{"name": "h100", "gpu": "H100", "gpus": 1, "max_nodes": 1, "max_price": 3, "providers": ["any"],
+              "idle": 60, "cpus": 1, "memory_mb": 1024}]  # fmt: skip
+    plan = core.power_save.power_plan(nodes, pools=pools)
+    assert plan["watched"] == {"gpu2": {"instance": "lambda:i1", "provider": "lambda", "id": "i1"},
+                               "h100-1": {"instance": "", "provider": "", "id": "", "pool": "h100"}}  # fmt: skip
+
+
+@pytest.fixture
+def head(tmp_path):
+    """meshctl-power laid out as role power_save lays it out, with fake scontrol and sinfo (the rows
+    given per test, in the recorded format) that record their calls."""
+    conf = tmp_path / "power"
+    (conf / "keys").mkdir(parents=True)
+    (conf / "keys" / "lambda.key").write_text(KEY + "\n")
+    (tmp_path / "state").mkdir()  # the role's
+    calls, rows = tmp_path / "calls", tmp_path / "rows"
+    for program, body in (("scontrol", ""), ("sinfo", f"cat {rows}\n")):
+        path = tmp_path / program
+        path.write_text(f"#!/bin/sh\necho {program} \"$@\" >> {calls}\n{body}exit 0\n")
+        path.chmod(0o755)
+    env = {**os.environ, "MESHCTL_POWER_DIR": str(conf), "MESHCTL_POWER_LIB": str(resources.collections_path(
+        tmp_path / "lib")), "MESHCTL_POWER_STATE": str(tmp_path / "state"), "MESHCTL_POWER_LOG": str(
+        tmp_path / "power.log"), "MESHCTL_SCONTROL": str(tmp_path / "scontrol"), "MESHCTL_SINFO": str(
+        tmp_path / "sinfo")}  # fmt: skip
+
+    def run(sinfo: str):
+        rows.write_text(sinfo)
+        calls.write_text("")
+        done = subprocess.run([sys.executable, str(PROGRAM), "watch"], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        return done, calls.read_text()
+
+    run.conf, run.log, run.state = conf, tmp_path / "power.log", tmp_path / "state"
+    return run
+
+
+def test_the_watch_gives_a_pool_machine_taken_away_back_sets_its_node_down_and_offers_it_again(head):
+    with Standin("lambda") as api:
+        machine = api.add("h100-1", "gpu_1x_h100_sxm5", 1, 3.29)
+        (head.conf / "api-urls.json").write_text(json.dumps({"lambda": api.url}))
+        (head.conf / "watched.json").write_text(json.dumps(POOL))
+        done, calls = head("h100-1|mixed|gpu:h100:1|none\n")
+        assert done.returncode == 0 and calls.count("scontrol") == 0, (done.stderr, calls)  # running: nothing
+        api.take_away(machine)  # Lambda preempts it
+        assert machine.state == "preempted"
+        done, calls = head("h100-1|mixed|gpu:h100:1|none\n")
+        assert done.returncode == 0, done.stderr
+        assert f"nodename=h100-1 state=down reason=meshctl: lambda:{machine.id} preempted by lambda" in calls, calls
+        assert "nodename=h100-1 state=power_down_force" in calls, calls
+        assert calls.index("state=down ") < calls.index("power_down_force")  # requeued, then powered down
+        assert ("POST", "/api/v1/instance-operations/terminate") in api.requests
+        record = json.loads((head.state / watch.ENDED / "h100-1.json").read_text())
+        assert record["instances"] == [f"lambda:{machine.id}"] and record["lost"] and not record["offered"]
+        assert f"watch h100-1: lambda:{machine.id} preempted by lambda: DOWN, its jobs requeued" in head.log.read_text()
+        reason = f"meshctl: lambda:{machine.id} preempted by lambda; its jobs requeued"
+        done, calls = head(f"h100-1|down%|gpu:h100:1|{reason}\n")  # Slurm powers it down: wait
+        assert "state=idle" not in calls and "state=down" not in calls, calls
+        done, calls = head(f"h100-1|down~|gpu:h100:1|{reason}\n")
+        assert "nodename=h100-1 state=idle" in calls, calls
+        assert json.loads((head.state / watch.ENDED / "h100-1.json").read_text())["offered"]
+        done, calls = head(f"h100-1|idle~|gpu:h100:1|none\n")
+        assert "scontrol" not in calls, calls  # offered once
+
+
+def test_the_watch_judges_nobody_while_a_provider_does_not_answer_and_says_so_once(head):
+    (head.conf / "api-urls.json").write_text(json.dumps({"lambda": "http://127.0.0.1:9"}))  # nothing listens
+    (head.conf / "watched.json").write_text(json.dumps(STATIC))
+    for _ in range(2):
+        done, calls = head("gpu2|allocated|(null)|none\n")
+        assert done.returncode == 0 and "scontrol" not in calls, (done.stderr, calls)
+    assert head.log.read_text().count("watch: could not ask lambda") == 1, head.log.read_text()
