@@ -166,8 +166,8 @@ class DockerBackend(MemoryBackend):
         container = self.containers[machine.id]
         others = [i for i, c in self.containers.items() if c == container and i != machine.id
                   and self.machines[i].state != "terminated"]  # fmt: skip
-        if not others:  # a container a newer instance took over (a pod of the same volume) stays
-            self._docker("rm", "-f", "-v", container)
+        if not others and machine.state not in TAKEN_AWAY.values():  # taken away: its container is gone already
+            self._docker("rm", "-f", "-v", container)  # (one a newer instance took over, a pod's volume's, stays)
         super().terminate(machine)
 
 

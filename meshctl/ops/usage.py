@@ -146,8 +146,9 @@ def pool_machines(records: dict, start: float, end: float, now: float) -> list[P
         hours = max(0.0, upto - max(since, start)) / 3600
         if hours <= 0 and not (since <= end and (until or now) >= start):
             continue
-        rows.append(PoolMachine(node, pool, instance, float(price), since, until, record.get("lost") is True,
-                                core.mesh_text.clean(str(record.get("why") or ""))[:200], round(price * hours, 4)))  # fmt: skip
+        why = core.mesh_text.clean(str(record.get("why") or ""))[:200]
+        rows.append(PoolMachine(node, pool, instance, float(price), since, until, record.get("lost") is True, why,
+                                round(price * hours, 4)))  # fmt: skip
     return sorted(rows, key=lambda m: (m.since, m.node))
 
 

@@ -131,8 +131,13 @@ def reoffer(ended, slurm):
     ready = []
     for name, record in sorted((ended or {}).items()):
         node = (slurm or {}).get(name)
-        if not isinstance(record, dict) or not record.get("lost") or not record.get("pool") or record.get("offered") \
-                or node is None:
+        if (
+            not isinstance(record, dict)
+            or not record.get("lost")
+            or not record.get("pool")
+            or record.get("offered")
+            or node is None
+        ):
             continue
         if node["state"].endswith("~") and base_state(node["state"]) == "down" and node["reason"].startswith(OURS):
             ready.append(name)

@@ -18,9 +18,14 @@ to have booted after it asked).
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import shlex
 import subprocess
+import tarfile
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,6 +39,7 @@ pytestmark = pytest.mark.e2e
 LAUNCHED = "burst-i"  # the prefix of the containers Lambda's stand-in launches here
 IDLE = 60
 COOLDOWN = 30
+REPO = Path(__file__).resolve().parents[2]
 CHEAPEST, NEXT = "gpu_1x_h100_pcie", "gpu_1x_h100_sxm5"
 
 
@@ -246,6 +252,98 @@ def test_a_rent_killed_midway_leaves_no_machine(bed):
     assert wait_for(lambda: not live(instances), 120, 3), ([(m.name, m.state) for m in live(instances)], diagnosis())
     assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
     assert on_head("ls /var/lib/meshctl/control/launching") == ""
+
+
+OUTLIVE = f"/mnt/shared-slurm/users/{JOB_USER}/outlive"  # the example's copy on the share: its checkpoints too
+# A run's MLflow record, read on the head as the job user (her account): its status, and the steps
+# of its loss, each as often as it was logged.
+MLFLOW_RUN = r"""
+. /etc/profile.d/meshctl-mlflow.sh
+/opt/meshctl/jobenv/bin/python - "$0" <<'PY'
+import json, sys
+from mlflow.tracking import MlflowClient
+client = MlflowClient()
+experiment = client.get_experiment_by_name("meshctl-ddp-alice")
+runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("slurm.job_id") == sys.argv[1]]
+print(json.dumps([{"status": r.info.status, "steps": sorted(m.step for m in client.get_metric_history(
+    r.info.run_id, "loss"))} for r in runs]))
+PY
+"""
+
+
+def copy_example() -> None:
+    """examples/ddp onto the share, the job user's."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        tar.add(REPO / "examples" / "ddp", arcname="outlive")
+    folder = OUTLIVE.rsplit("/", 1)[0]
+    subprocess.run(["docker", "exec", "-i", HEAD_CONTAINER, "runuser", "-u", JOB_USER, "--", "sh", "-c",
+                    f"mkdir -p {folder} && rm -rf {OUTLIVE} && tar -C {folder} -x"], input=data.getvalue(),
+                   check=True)  # fmt: skip
+
+
+def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
+    """examples/ddp on a pool node, checkpoints on the share; Lambda preempts its machine mid-run: the
+    head's watch sets the node DOWN with Lambda's word (the job requeued at once), gives the machine
+    back, and the pool rents a replacement; the run resumes from its checkpoint in the same MLflow run
+    and completes, each step logged once; `usage` lists both machines."""
+    rented, env, lambda_, instances = bed
+    assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 180, 5), (
+        node_state("h100-1"), node_state("h100-2"), diagnosis())  # fmt: skip
+    with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
+        handle.write("job_env_torch: torch\n")  # the pool's machines train: PyTorch in their job environment
+    copy_example()
+    out = f"{OUTLIVE}/ddp-%j.out"
+    job = as_user(
+        f"sh -c 'cd {OUTLIVE} && sbatch --parsable --nodes=1 --gres=gpu:h100:1 --output={out} ddp.sbatch "
+        f"--steps 60 --checkpoint-every 5 --step-seconds 1 --checkpoint-dir {OUTLIVE}/checkpoints'"
+    )
+    assert job.isdigit(), job
+    out = out.replace("%j", job)
+    said = lambda: on_head(f"cat {out} 2>/dev/null")  # noqa: E731
+    assert wait_for(lambda: said().count("checkpoint of step") >= 2, 900, 3), (said()[-3000:], diagnosis(job))
+    node = on_head(f"squeue -h -j {job} -o %N")
+    first = next(m for m in live(instances) if m.name == node)
+    seen = journal_lines()
+    taken = time.monotonic()
+    lambda_.take_away(first)  # Lambda preempts it: listed `preempted`, its VM gone
+    assert first.state == "preempted"
+    assert wait_for(lambda: "preempted by lambda" in reason(node), 60, 1), diagnosis(job)
+    down_at = time.monotonic() - taken
+    assert f"lambda:{first.id} preempted by lambda" in reason(node), reason(node)
+    assert wait_for(lambda: re.search(r"Restarts=[1-9]", on_head(f"scontrol show job {job}")), 30, 1), diagnosis(job)
+    requeued_at = time.monotonic() - taken
+    assert wait_for(lambda: first.state == "terminated", 60, 1), first.state  # given back: nothing bills
+    assert "resumed from the checkpoint" not in said()
+    assert wait_for(lambda: "resumed from the checkpoint" in said(), 900, 2), (said()[-3000:], diagnosis(job))
+    training_at = time.monotonic() - taken
+    assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 600, 3), (said()[-3000:],
+                                                                                           diagnosis(job))  # fmt: skip
+    now = [m for m in live(instances) if m.id != first.id]
+    assert len(now) == 1 and now[0].state == "running", [(m.name, m.id, m.state) for m in instances.machines.values()]
+    replacement = now[0]
+    phases = [line.split(": ", 1)[1] for line in journal(seen).splitlines() if " in " in line and line.endswith(" s")]
+    print(
+        f"\n{node}'s machine taken away: DOWN (requeued) {down_at:.0f} s after, Restarts>0 at {requeued_at:.0f} s, "
+        f"training again at {training_at:.0f} s ({'; '.join(phases)})"
+    )
+    # One MLflow run, FINISHED, every step once.
+    runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
+    assert [r["status"] for r in runs] == ["FINISHED"], runs
+    assert runs[0]["steps"] == list(range(1, 61)), runs[0]["steps"]
+    # No container of the lost machine left; the head recorded it as lost.
+    names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    assert instances.containers[first.id] not in names.split()
+    assert "preempted by lambda: DOWN, its jobs requeued" in on_head("cat /var/log/slurm/meshctl-power.log")
+    # `usage` lists both machines, the lost one with why it ended.
+    used = rented.meshctl("usage", "--json", env=env)
+    assert used.returncode == 0, used.stdout[-2000:] + used.stderr
+    machines = {m["instance"]: m for m in json.loads(used.stdout)["machines"]}
+    lost, kept = machines.get(f"lambda:{first.id}"), machines.get(f"lambda:{replacement.id}")
+    assert lost and lost["lost"] and "preempted by lambda" in lost["why"] and lost["until"], machines
+    assert kept and not kept["lost"] and lost["cost"] > 0 and kept["cost"] > 0, machines
+    text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("job_env_torch: torch\n", "")
+    (rented.mesh / "group_vars" / "all.yml").write_text(text)
 
 
 def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):

@@ -145,7 +145,7 @@ def head(tmp_path):
     calls, rows = tmp_path / "calls", tmp_path / "rows"
     for program, body in (("scontrol", ""), ("sinfo", f"cat {rows}\n")):
         path = tmp_path / program
-        path.write_text(f"#!/bin/sh\necho {program} \"$@\" >> {calls}\n{body}exit 0\n")
+        path.write_text(f'#!/bin/sh\necho {program} "$@" >> {calls}\n{body}exit 0\n')
         path.chmod(0o755)
     env = {**os.environ, "MESHCTL_POWER_DIR": str(conf), "MESHCTL_POWER_LIB": str(resources.collections_path(
         tmp_path / "lib")), "MESHCTL_POWER_STATE": str(tmp_path / "state"), "MESHCTL_POWER_LOG": str(
@@ -187,7 +187,7 @@ def test_the_watch_gives_a_pool_machine_taken_away_back_sets_its_node_down_and_o
         done, calls = head(f"h100-1|down~|gpu:h100:1|{reason}\n")
         assert "nodename=h100-1 state=idle" in calls, calls
         assert json.loads((head.state / watch.ENDED / "h100-1.json").read_text())["offered"]
-        done, calls = head(f"h100-1|idle~|gpu:h100:1|none\n")
+        done, calls = head("h100-1|idle~|gpu:h100:1|none\n")
         assert "scontrol" not in calls, calls  # offered once
 
 
