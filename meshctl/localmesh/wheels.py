@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -66,13 +67,40 @@ SERVER_PYTHON = "/usr/bin/python3"  # the system's: nobody may not reach a check
 NOBODY = 65534  # the server's user and group: it only reads DIR
 
 
+# The test machines' CPU build of PyTorch for Python 3.11 (scripts/demo.sh, Molecule's `default`):
+# the fill lays it in the cache with what it needs (``torch_requirements``), so that a bed whose
+# jobs train installs it from there (tests/e2e: ``torch_settings``), on any node or rented machine.
+TORCH_WHEELS = Path(os.environ.get("MESHCTL_WHEELS", "/opt/wheels"))
+
+
+def torch_wheel(folder: Path = TORCH_WHEELS) -> Path | None:
+    found = sorted(folder.glob("torch-*+cpu-cp311-*.whl")) if folder.is_dir() else []
+    return found[0] if found else None
+
+
+def torch_requirements(wheel: Path | None) -> list[str]:
+    """What the PyTorch wheel WHEEL needs (its METADATA's Requires-Dist, extras left out): none
+    without a wheel."""
+    import zipfile
+
+    if wheel is None:
+        return []
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode("utf-8", "replace")
+    return sorted(line.split(":", 1)[1].strip() for line in text.splitlines()
+                  if line.startswith("Requires-Dist:") and ";" not in line)  # fmt: skip
+
+
 def requirement_sets() -> dict[str, list[str]]:
-    """What each role installs with pip, from the roles' defaults (one place knows each)."""
+    """What each role installs with pip, from the roles' defaults (one place knows each), and what
+    the test machines' PyTorch wheel needs (a bed whose jobs train)."""
     job_env = resources.role_defaults("job_env")
     return {
         "mlflow": [mlflow_package()],
         "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
         "relaunch": headcopy.requirements(),
+        "job_env_torch": torch_requirements(torch_wheel()),
     }
 
 
@@ -92,8 +120,11 @@ def mlflow_package() -> str:
 
 
 def digest(sets: dict[str, list[str]], suites: tuple[str, ...] = SUITES) -> str:
-    """What a fill is of: the requirement sets and the images they were resolved for."""
-    text = json.dumps({"version": FILL_VERSION, "sets": sets, "suites": list(suites)}, sort_keys=True)
+    """What a fill is of: the requirement sets, the images they were resolved for and the PyTorch
+    wheel laid beside them."""
+    wheel = torch_wheel()
+    text = json.dumps({"version": FILL_VERSION, "sets": sets, "suites": list(suites),
+                       "torch": wheel.name if wheel else None}, sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -218,6 +249,9 @@ def fill(say=print) -> bool:
                     hint="run `make images` first; the nodes then install from PyPI",
                 )
             say(f"wheel cache: {suite} filled in {time.monotonic() - started:.0f}s")
+        wheel = torch_wheel()
+        if wheel is not None:  # served with the rest: a bed's nodes (and a head that rents) install it from here
+            shutil.copy2(wheel, DIR / wheel.name)
         for path in DIR.iterdir():
             path.chmod(0o644)
         FILLED.write_text(wanted + "\n")

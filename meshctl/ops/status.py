@@ -127,6 +127,8 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
     elif slurm.resting_state(in_slurm):
         row.healthy = True
         row.error = "starting: a job asked for it (Slurm waits up to ResumeTimeout)"
+    elif core.mesh_watch.is_loss(reason):  # the head's watch found its machine taken away: the reason says what to do
+        row.error = f"its machine was lost ({said}): {reason.removeprefix(core.mesh_watch.OURS)}"
     elif row.slurm.endswith("*") or state in ("down", "absent", "unknown") or "~" in row.slurm:
         row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}{why}: start it (it rejoins "
                      f"by itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip

@@ -62,7 +62,8 @@ def ours(node):
 def _found(entry, name, listed):
     """The provider instances that ran NAME (``[(provider, instance)]``), or None when a provider
     that may hold it could not be asked. A pool node's machine is found by the node's name at every
-    provider; any other node's by its recorded instance."""
+    provider, one the head launches again (``by_name``) by its name at its provider; any other
+    node's by its recorded instance."""
     if entry.get("pool"):
         if any(answer is None for answer in listed.values()):
             return None
@@ -70,6 +71,8 @@ def _found(entry, name, listed):
     provider = entry.get("provider") or ""
     if listed.get(provider) is None:
         return None
+    if entry.get("by_name"):
+        return [(provider, i) for i in listed[provider] if i.get("name") == name]
     return [(provider, i) for i in listed[provider] if i.get("id") == entry.get("id")]
 
 
@@ -78,7 +81,8 @@ def losses(watched, listed, slurm):
     "pool"}``: ``give_back`` the id of a pool machine to delete ("" when there is none to),
     ``instance`` ``provider:id`` of the lost machine ("" when none is known).
 
-    WATCHED: ``{node: {"provider", "id", "instance", "pool"?}}`` (the power plan's ``watched``);
+    WATCHED: ``{node: {"provider", "id", "instance", "pool"?, "by_name"?}}`` (the power plan's
+    ``watched``; a pod the power program moved to a new pod carries that one's id);
     LISTED: ``{provider: [instances] or None}`` (``mesh_cloud.instance`` dicts; None: could not be
     asked); SLURM: ``parse_sinfo``'s."""
     found = []
@@ -115,12 +119,21 @@ def losses(watched, listed, slurm):
     return found
 
 
+REQUEUED = "its jobs requeued"  # in every reason the watch gives Slurm (``is_loss`` finds them by it)
+
+
 def reason(loss):
     """Slurm's reason for a lost node (meshctl-power adds ``meshctl: ``)."""
     what = f"{loss['instance']} {loss['why']}" if loss["instance"] else loss["why"]
     if loss["pool"]:
-        return f"{what}; its jobs requeued, pool {loss['pool']} rents a replacement"
-    return f"{what}; its jobs requeued: `meshctl launch` it again, or `meshctl remove-node {loss['node']}`"
+        return f"{what}; {REQUEUED}, pool {loss['pool']} rents a replacement"
+    return f"{what}; {REQUEUED}: `meshctl launch` it again, or `meshctl remove-node {loss['node']}`"
+
+
+def is_loss(slurm_reason):
+    """Whether Slurm's reason for a node is the watch's: its machine was lost (the reason says what
+    to do)."""
+    return str(slurm_reason or "").startswith(OURS) and f"; {REQUEUED}" in str(slurm_reason)
 
 
 def reoffer(ended, slurm):

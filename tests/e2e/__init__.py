@@ -44,6 +44,19 @@ def wait_for(what, seconds: float, step: float = 2):
 BED_SETTINGS = "mlflow_workers: 1\njob_env_torch: ''\njob_env_mpi: false\n"
 
 
+def torch_settings() -> str:
+    """group_vars lines for a bed whose jobs train: the test machines' CPU build of PyTorch
+    (meshctl/localmesh/wheels.py, TORCH_WHEELS), which the wheel cache serves with what it needs,
+    bytecode for what a job loads at its start only. Skips the test without the wheel."""
+    import pytest
+
+    wheel = wheels.torch_wheel()
+    if wheel is None:
+        pytest.skip(f"no PyTorch CPU wheel for Python 3.11 in {wheels.TORCH_WHEELS} (MESHCTL_WHEELS)")
+    version = wheel.name.split("-")[1].split("+")[0]
+    return f"job_env_torch: torch=={version}\njob_env_bytecode: imports\n"
+
+
 # The test bed's Ansible settings for every meshctl run of these files (ansible.cfg beside this
 # file: how often Ansible's main process looks for results; .config/molecule/config.yml says why).
 TESTBED_ENV = {"ANSIBLE_CONFIG": str(Path(__file__).with_name("ansible.cfg"))}

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from tests.cloud_standin import KEY, Standin
-from tests.e2e import on_container, slurm_job_state, wait_for
+from tests.e2e import on_container, slurm_job_state, torch_settings, wait_for
 from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, Instances, forget_accounts
 
 pytestmark = pytest.mark.e2e
@@ -104,11 +104,15 @@ def bed(rented):
             assert stored.returncode == 0, stored.stdout + stored.stderr
             with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
                 handle.write(f"mesh_burst_cooldown: {COOLDOWN}\n")
+            # The pool's machines (Lambda's) train: PyTorch in their job environment (the head's
+            # copy of the mesh has it from the first converge, `burst add`'s).
+            (rented.mesh / "group_vars" / "lambda.yml").write_text(torch_settings())
             yield rented, env, lambda_, instances
             removed = rented.meshctl("burst", "remove", "h100", env=env)
             assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
             forget_accounts(rented, "lambda")
     finally:
+        (rented.mesh / "group_vars" / "lambda.yml").unlink(missing_ok=True)
         for container in instances.containers.values():
             subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
 
@@ -290,8 +294,6 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     rented, env, lambda_, instances = bed
     assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 180, 5), (
         node_state("h100-1"), node_state("h100-2"), diagnosis())  # fmt: skip
-    with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
-        handle.write("job_env_torch: torch\n")  # the pool's machines train: PyTorch in their job environment
     copy_example()
     out = f"{OUTLIVE}/ddp-%j.out"
     job = as_user(
@@ -342,8 +344,6 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     lost, kept = machines.get(f"lambda:{first.id}"), machines.get(f"lambda:{replacement.id}")
     assert lost and lost["lost"] and "preempted by lambda" in lost["why"] and lost["until"], machines
     assert kept and not kept["lost"] and lost["cost"] > 0 and kept["cost"] > 0, machines
-    text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("job_env_torch: torch\n", "")
-    (rented.mesh / "group_vars" / "all.yml").write_text(text)
 
 
 def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):

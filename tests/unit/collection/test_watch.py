@@ -98,6 +98,16 @@ def test_a_pool_machine_silent_past_slurms_grace_is_lost_and_given_back():
     assert [(f["why"], f["give_back"]) for f in found] == [("stopped answering", "i9")]
 
 
+def test_a_node_the_head_launches_again_is_found_by_its_name_whatever_its_instance_now():
+    relaunched = {"gpu2": {"instance": "lambda:i1", "provider": "lambda", "id": "i1", "by_name": True}}
+    listed = {"lambda": [instance("lambda", "i1", "gpu2", "terminated"), instance("lambda", "i2", "gpu2", "running")]}
+    assert watch.losses(relaunched, listed, {"gpu2": up()}) == []  # i1 terminated when idle, i2 runs it now
+    listed["lambda"][1] = instance("lambda", "i2", "gpu2", "preempted")
+    assert [f["instance"] for f in watch.losses(relaunched, listed, {"gpu2": up()})] == ["lambda:i2"]
+    nodes = {"gpu2": {"meshctl_instance": "lambda:i1", "idle_stop": "1h", "idle_terminate": True}}
+    assert core.power_save.power_plan(nodes)["watched"]["gpu2"]["by_name"] is True
+
+
 def test_nobody_is_lost_while_a_provider_that_may_hold_the_machine_cannot_be_asked():
     assert watch.losses(STATIC, {"lambda": None}, {"gpu2": up()}) == []
     assert watch.losses(POOL, {"lambda": [], "runpod": None}, {"h100-1": up()}) == []
@@ -198,3 +208,21 @@ def test_the_watch_judges_nobody_while_a_provider_does_not_answer_and_says_so_on
         done, calls = head("gpu2|allocated|(null)|none\n")
         assert done.returncode == 0 and "scontrol" not in calls, (done.stderr, calls)
     assert head.log.read_text().count("watch: could not ask lambda") == 1, head.log.read_text()
+
+
+def test_the_watch_follows_a_pod_the_program_moved_to_a_new_pod(head):
+    (head.conf / "keys" / "lambda.key").unlink()
+    (head.conf / "keys" / "runpod.key").write_text(KEY + "\n")
+    with Standin("runpod") as api:
+        old, new = api.add("pod1", "NVIDIA RTX A4000", 1, 0.17), api.add("pod1", "NVIDIA RTX A4000", 1, 0.17)
+        api.backend.terminate(old)  # the resume's start_or_replace: the old pod deleted, a new one runs the node
+        (head.conf / "api-urls.json").write_text(json.dumps({"runpod": api.url}))
+        (head.conf / "watched.json").write_text(json.dumps(
+            {"pod1": {"instance": f"runpod:{old.id}", "provider": "runpod", "id": old.id}}))  # fmt: skip
+        head.state.mkdir(exist_ok=True)
+        (head.state / "pod1.moved").write_text(json.dumps({"from": old.id, "to": new.id}))
+        done, calls = head("pod1|idle|(null)|none\n")
+        assert done.returncode == 0 and "scontrol" not in calls, (done.stderr, calls)
+        (head.state / "pod1.moved").unlink()  # without the program's record, the recorded pod is gone
+        done, calls = head("pod1|idle|(null)|none\n")
+        assert f"runpod:{old.id} terminated by runpod" in calls, calls

@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from meshctl import health, resources, runner, slurm
+from meshctl import core, health, resources, runner, slurm
 from meshctl.cli import cli
 from meshctl.errors import PartialError
 from meshctl.mesh import Mesh
@@ -164,6 +164,19 @@ def test_a_stopped_node_gets_slurms_view_and_advice_to_start_it(mesh, fake):
     assert "down*" in result.output and "start it (it rejoins by itself)" in result.output
     assert "remove-node cpu1 --force" in result.output
     assert "fix: start them" in result.output and "converges the reachable" not in result.output
+
+
+def test_a_node_whose_machine_the_head_found_taken_away_says_what_was_lost_and_the_fix(mesh, fake):
+    watched = {"cpu1": {"instance": "lambda:i1", "provider": "lambda", "id": "i1"}}
+    loss = core.mesh_watch.losses(watched, {"lambda": []}, {"cpu1": {"state": "allocated", "reason": ""}})[0]
+    said = core.mesh_text.slurm_reason("meshctl: " + core.mesh_watch.reason(loss))  # as meshctl-power gives it
+    fake.reads = {**healthy_reads(), "head": head_read(sinfo_read=sinfo(cpu1=f"down|(null)|{said}"))}
+    fake.unreachable = ["cpu1"]
+    result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "400"})
+    assert result.exit_code == 7, result.output
+    assert "its machine was lost" in result.output and "lambda:i1 terminated by lambda" in result.output
+    assert "`meshctl launch` it again, or `meshctl remove-node cpu1`" in result.output, result.output
+    assert "start it (it rejoins by itself)" not in result.output
 
 
 def with_addresses(read, **addresses):
