@@ -129,8 +129,9 @@ def head_of(site: Site, tmp_path_factory):
             # A container stops in seconds. The global SuspendTime an hour: only a node's own idle
             # time (its partition's SuspendTime) can stop it within the minutes of a test.
             handle.write("slurm_suspend_timeout: 30\nslurm_suspend_time: 3600\n")
-            # A requeued job (its machine taken away) runs again after 30 s, not Slurm's 120.
-            handle.write("slurm_requeue_delay: 30\n")
+            # A requeued job (its machine taken away) runs again after 30 s, and a node that stopped
+            # answering is DOWN after 30 s (test_burst.py's SLURMD_TIMEOUT), not Slurm's 120.
+            handle.write("slurm_requeue_delay: 30\nslurm_slurmd_timeout: 30\n")
             handle.write("slurm_accounting: true\n")  # `meshctl usage`: cost per user on real accounting
             handle.write(f"job_users_list:\n  - {{name: {JOB_USER}, uid: 2001}}\n")  # jobs are hers: root runs none
         yield bed

@@ -40,6 +40,9 @@ LAUNCHED = "burst-i"  # the prefix of the containers Lambda's stand-in launches 
 IDLE = 60
 COOLDOWN = 30
 REPO = Path(__file__).resolve().parents[2]
+STEPS = 240  # the training run's: 1 s each, it trains on while the rent's test looks at its machine
+SLURMD_TIMEOUT = 30  # the rented bed's grace for a node that stopped answering (tests/e2e/rented.py)
+TRAINING: dict = {}  # the training run the rent starts, which the next test takes the machine away from
 CHEAPEST, NEXT = "gpu_1x_h100_pcie", "gpu_1x_h100_sxm5"
 
 
@@ -80,6 +83,39 @@ def diagnosis(job: str | None = None) -> str:
 
 def live(instances) -> list:
     return [m for m in instances.machines.values() if m.state not in ("terminated",)]
+
+
+OUTLIVE = f"/mnt/shared-slurm/users/{JOB_USER}/outlive"  # the example's copy on the share: its checkpoints too
+# A run's MLflow record, read on the head as the job user (her account): its status, and the steps
+# of its loss, each as often as it was logged.
+MLFLOW_RUN = r"""
+. /etc/profile.d/meshctl-mlflow.sh
+/opt/meshctl/jobenv/bin/python - "$0" <<'PY'
+import json, sys
+from mlflow.tracking import MlflowClient
+client = MlflowClient()
+experiment = client.get_experiment_by_name("meshctl-ddp-alice")
+runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("slurm.job_id") == sys.argv[1]]
+print(json.dumps([{"status": r.info.status, "steps": sorted(m.step for m in client.get_metric_history(
+    r.info.run_id, "loss"))} for r in runs]))
+PY
+"""
+
+
+def copy_example() -> None:
+    """examples/ddp onto the share, the job user's."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        tar.add(REPO / "examples" / "ddp", arcname="outlive")
+    folder = OUTLIVE.rsplit("/", 1)[0]
+    subprocess.run(["docker", "exec", "-i", HEAD_CONTAINER, "runuser", "-u", JOB_USER, "--", "sh", "-c",
+                    f"mkdir -p {folder} && rm -rf {OUTLIVE} && tar -C {folder} -x"], input=data.getvalue(),
+                   check=True)  # fmt: skip
+
+
+def training_said(job: str) -> str:
+    """The training job's output so far (on the share)."""
+    return on_head(f"cat {OUTLIVE}/ddp-{job}.out 2>/dev/null")
 
 
 @pytest.fixture(scope="module")
@@ -147,12 +183,18 @@ def test_a_pool_is_declared_as_slurm_cloud_nodes_after_every_other_node(bed):
 
 
 def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed):
+    """The job is a training run (examples/ddp, checkpoints on the share) that the next test
+    takes the machine away from, mid-run."""
     rented, env, lambda_, instances = bed
     lambda_.refuse({"instance_type_name": CHEAPEST}, "capacity")
+    copy_example()
     seen = journal_lines()
     submitted = time.monotonic()
-    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap 'hostname; sleep 30'")  # a cent's worth
+    job = as_user(f"sh -c 'cd {OUTLIVE} && sbatch --parsable --nodes=1 --gres=gpu:h100:1 --output={OUTLIVE}/ddp-%j.out "
+                  f"ddp.sbatch --steps {STEPS} --checkpoint-every 5 --step-seconds 1 --checkpoint-dir "
+                  f"{OUTLIVE}/checkpoints'")  # fmt: skip
     assert job.isdigit(), job
+    TRAINING["job"] = job
     began = wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) in ("RUNNING", "COMPLETING", "COMPLETED")
                      and time.monotonic(), 900, 2)  # fmt: skip
     if not began:
@@ -166,11 +208,9 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     assert len(rented_now) == 1 and rented_now[0].kind == NEXT, [(m.name, m.kind, m.state) for m in live(instances)]
     assert f"skipped lambda ({CHEAPEST}, us-east-1) at $2.49/h" in said, said
     assert "at $3.29/h" in said and "launch (created, running) in" in said and "setup (add-node" in said, said
-    assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 120, 2), diagnosis(job)
-    container = instances.containers[rented_now[0].id]
-    out = subprocess.run(["docker", "exec", container, "cat", f"/tmp/slurm-{job}.out"], capture_output=True,
-                         text=True, check=False).stdout  # fmt: skip
-    assert out.split()[:1] == [container], out
+    said_there = wait_for(lambda: training_said(job), 60, 2)  # its step's rendezvous: on the rented machine
+    assert f"rendezvous on {node} ({rented_now[0].ip}:" in said_there, said_there
+    TRAINING.update(node=node, first=rented_now[0])
     phases = [line.split(": ", 1)[1] for line in said.splitlines() if " in " in line and line.endswith(" s")]
     print(f"\nsbatch to RUNNING on pool node {node}: {began - submitted:.0f} s ({'; '.join(phases)})")
     record = json.loads(on_head(f"cat /var/lib/meshctl/control/burst/{node}.json"))
@@ -201,6 +241,78 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     assert used.returncode == 0, used.stdout[-2000:] + used.stderr
     alice = next(u for u in json.loads(used.stdout)["users"] if u["user"] == JOB_USER)
     assert node in alice["nodes"] and alice["gpu_hours"] > 0 and alice["cost"] > 0, alice
+
+
+def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
+    """The training run the rent above started, mid-run: Lambda preempts its machine. The head's
+    watch sets the node DOWN with Lambda's word (the job requeued at once), gives the machine back,
+    and the pool rents a replacement; then that machine stops answering (paused), and after
+    Slurm's grace the watch gives it back and the pool rents another. The run resumes from its
+    checkpoint each time, in the same MLflow run, and completes, each step logged once; `usage`
+    lists the three machines, the lost two with why."""
+    rented, env, lambda_, instances = bed
+    job, node, first = TRAINING["job"], TRAINING["node"], TRAINING["first"]
+    assert wait_for(lambda: training_said(job).count("checkpoint of step") >= 2, 300, 2), diagnosis(job)
+    assert slurm_job_state(HEAD_CONTAINER, job) == "RUNNING", (training_said(job)[-2000:], diagnosis(job))
+    seen = journal_lines()
+    figures = {}
+    taken = time.monotonic()
+    lambda_.take_away(first)  # Lambda preempts it: listed `preempted`, its VM gone
+    assert first.state == "preempted"
+    assert wait_for(lambda: "preempted by lambda" in reason(node), 60, 1), diagnosis(job)
+    figures["DOWN"] = time.monotonic() - taken
+    assert f"lambda:{first.id} preempted by lambda" in reason(node), reason(node)
+    assert wait_for(lambda: re.search(r"Restarts=[1-9]", on_head(f"scontrol show job {job}")), 30, 1), diagnosis(job)
+    figures["requeued"] = time.monotonic() - taken
+    assert wait_for(lambda: first.state == "terminated", 60, 1), first.state  # given back: nothing bills
+    second = wait_for(lambda: next((m for m in live(instances) if m.id != first.id and m.state == "running"), None),
+                      600, 2)  # fmt: skip
+    assert second, diagnosis(job)
+    figures["rented"] = time.monotonic() - taken
+    assert wait_for(lambda: training_said(job).count("resumed from the checkpoint") == 1, 600, 2), (
+        training_said(job)[-3000:], diagnosis(job))  # fmt: skip
+    figures["training again"] = time.monotonic() - taken
+    print(f"\n{node}'s machine preempted: " + ", ".join(f"{k} {v:.0f} s" for k, v in figures.items()) + " after ("
+          + "; ".join(line.split(": ", 1)[1] for line in journal(seen).splitlines()
+                      if " in " in line and line.endswith(" s")) + ")")  # fmt: skip
+    # The replacement stops answering, still running at the provider (its container paused).
+    node = on_head(f"squeue -h -j {job} -o %N")
+    assert node and wait_for(lambda: training_said(job).count("checkpoint of step") >= 4, 120, 2), diagnosis(job)
+    seen, figures = journal_lines(), {}
+    taken = time.monotonic()
+    lambda_.take_away(second, silent=True)
+    assert wait_for(lambda: "stopped answering" in reason(node), SLURMD_TIMEOUT + 120, 2), diagnosis(job)
+    figures["DOWN (Slurm's grace, then the watch)"] = time.monotonic() - taken
+    assert f"lambda:{second.id} stopped answering" in reason(node), reason(node)
+    assert wait_for(lambda: second.state == "terminated", 60, 1), second.state  # given back, though it ran
+    assert wait_for(lambda: training_said(job).count("resumed from the checkpoint") == 2, 600, 2), (
+        training_said(job)[-3000:], diagnosis(job))  # fmt: skip
+    figures["training again"] = time.monotonic() - taken
+    print(f"{node}'s machine silent: " + ", ".join(f"{k} {v:.0f} s" for k, v in figures.items()) + " after ("
+          + "; ".join(line.split(": ", 1)[1] for line in journal(seen).splitlines()
+                      if " in " in line and line.endswith(" s")) + ")")  # fmt: skip
+    assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 600, 3), (
+        training_said(job)[-3000:], diagnosis(job))  # fmt: skip
+    third = [m for m in live(instances) if m.id not in (first.id, second.id)]
+    assert len(third) == 1 and third[0].state == "running", [(m.id, m.state) for m in instances.machines.values()]
+    # One MLflow run, FINISHED, every step once.
+    runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
+    assert [r["status"] for r in runs] == ["FINISHED"], runs
+    assert runs[0]["steps"] == list(range(1, STEPS + 1)), runs[0]["steps"]
+    # No container of a lost machine left; the head's log says what it did.
+    names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
+    assert not {instances.containers[first.id], instances.containers[second.id]} & set(names.split()), names
+    log = on_head("cat /var/log/slurm/meshctl-power.log")
+    assert "preempted by lambda: DOWN, its jobs requeued" in log and "stopped answering: DOWN" in log, log[-3000:]
+    # `usage` lists the three machines, the lost ones with why they ended.
+    used = rented.meshctl("usage", "--json", env=env)
+    assert used.returncode == 0, used.stdout[-2000:] + used.stderr
+    machines = {m["instance"]: m for m in json.loads(used.stdout)["machines"]}
+    lost = [machines.get(f"lambda:{m.id}") for m in (first, second)]
+    assert all(m and m["lost"] and m["until"] and m["cost"] > 0 for m in lost), machines
+    assert "preempted by lambda" in lost[0]["why"] and "stopped answering" in lost[1]["why"], machines
+    kept = machines.get(f"lambda:{third[0].id}")
+    assert kept and not kept["lost"] and kept["cost"] > 0, machines
 
 
 def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
@@ -256,94 +368,6 @@ def test_a_rent_killed_midway_leaves_no_machine(bed):
     assert wait_for(lambda: not live(instances), 120, 3), ([(m.name, m.state) for m in live(instances)], diagnosis())
     assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
     assert on_head("ls /var/lib/meshctl/control/launching") == ""
-
-
-OUTLIVE = f"/mnt/shared-slurm/users/{JOB_USER}/outlive"  # the example's copy on the share: its checkpoints too
-# A run's MLflow record, read on the head as the job user (her account): its status, and the steps
-# of its loss, each as often as it was logged.
-MLFLOW_RUN = r"""
-. /etc/profile.d/meshctl-mlflow.sh
-/opt/meshctl/jobenv/bin/python - "$0" <<'PY'
-import json, sys
-from mlflow.tracking import MlflowClient
-client = MlflowClient()
-experiment = client.get_experiment_by_name("meshctl-ddp-alice")
-runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("slurm.job_id") == sys.argv[1]]
-print(json.dumps([{"status": r.info.status, "steps": sorted(m.step for m in client.get_metric_history(
-    r.info.run_id, "loss"))} for r in runs]))
-PY
-"""
-
-
-def copy_example() -> None:
-    """examples/ddp onto the share, the job user's."""
-    data = io.BytesIO()
-    with tarfile.open(fileobj=data, mode="w") as tar:
-        tar.add(REPO / "examples" / "ddp", arcname="outlive")
-    folder = OUTLIVE.rsplit("/", 1)[0]
-    subprocess.run(["docker", "exec", "-i", HEAD_CONTAINER, "runuser", "-u", JOB_USER, "--", "sh", "-c",
-                    f"mkdir -p {folder} && rm -rf {OUTLIVE} && tar -C {folder} -x"], input=data.getvalue(),
-                   check=True)  # fmt: skip
-
-
-def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
-    """examples/ddp on a pool node, checkpoints on the share; Lambda preempts its machine mid-run: the
-    head's watch sets the node DOWN with Lambda's word (the job requeued at once), gives the machine
-    back, and the pool rents a replacement; the run resumes from its checkpoint in the same MLflow run
-    and completes, each step logged once; `usage` lists both machines."""
-    rented, env, lambda_, instances = bed
-    assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 180, 5), (
-        node_state("h100-1"), node_state("h100-2"), diagnosis())  # fmt: skip
-    copy_example()
-    out = f"{OUTLIVE}/ddp-%j.out"
-    job = as_user(
-        f"sh -c 'cd {OUTLIVE} && sbatch --parsable --nodes=1 --gres=gpu:h100:1 --output={out} ddp.sbatch "
-        f"--steps 60 --checkpoint-every 5 --step-seconds 1 --checkpoint-dir {OUTLIVE}/checkpoints'"
-    )
-    assert job.isdigit(), job
-    out = out.replace("%j", job)
-    said = lambda: on_head(f"cat {out} 2>/dev/null")  # noqa: E731
-    assert wait_for(lambda: said().count("checkpoint of step") >= 2, 900, 3), (said()[-3000:], diagnosis(job))
-    node = on_head(f"squeue -h -j {job} -o %N")
-    first = next(m for m in live(instances) if m.name == node)
-    seen = journal_lines()
-    taken = time.monotonic()
-    lambda_.take_away(first)  # Lambda preempts it: listed `preempted`, its VM gone
-    assert first.state == "preempted"
-    assert wait_for(lambda: "preempted by lambda" in reason(node), 60, 1), diagnosis(job)
-    down_at = time.monotonic() - taken
-    assert f"lambda:{first.id} preempted by lambda" in reason(node), reason(node)
-    assert wait_for(lambda: re.search(r"Restarts=[1-9]", on_head(f"scontrol show job {job}")), 30, 1), diagnosis(job)
-    requeued_at = time.monotonic() - taken
-    assert wait_for(lambda: first.state == "terminated", 60, 1), first.state  # given back: nothing bills
-    assert "resumed from the checkpoint" not in said()
-    assert wait_for(lambda: "resumed from the checkpoint" in said(), 900, 2), (said()[-3000:], diagnosis(job))
-    training_at = time.monotonic() - taken
-    assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 600, 3), (said()[-3000:],
-                                                                                           diagnosis(job))  # fmt: skip
-    now = [m for m in live(instances) if m.id != first.id]
-    assert len(now) == 1 and now[0].state == "running", [(m.name, m.id, m.state) for m in instances.machines.values()]
-    replacement = now[0]
-    phases = [line.split(": ", 1)[1] for line in journal(seen).splitlines() if " in " in line and line.endswith(" s")]
-    print(
-        f"\n{node}'s machine taken away: DOWN (requeued) {down_at:.0f} s after, Restarts>0 at {requeued_at:.0f} s, "
-        f"training again at {training_at:.0f} s ({'; '.join(phases)})"
-    )
-    # One MLflow run, FINISHED, every step once.
-    runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
-    assert [r["status"] for r in runs] == ["FINISHED"], runs
-    assert runs[0]["steps"] == list(range(1, 61)), runs[0]["steps"]
-    # No container of the lost machine left; the head recorded it as lost.
-    names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
-    assert instances.containers[first.id] not in names.split()
-    assert "preempted by lambda: DOWN, its jobs requeued" in on_head("cat /var/log/slurm/meshctl-power.log")
-    # `usage` lists both machines, the lost one with why it ended.
-    used = rented.meshctl("usage", "--json", env=env)
-    assert used.returncode == 0, used.stdout[-2000:] + used.stderr
-    machines = {m["instance"]: m for m in json.loads(used.stdout)["machines"]}
-    lost, kept = machines.get(f"lambda:{first.id}"), machines.get(f"lambda:{replacement.id}")
-    assert lost and lost["lost"] and "preempted by lambda" in lost["why"] and lost["until"], machines
-    assert kept and not kept["lost"] and lost["cost"] > 0 and kept["cost"] > 0, machines
 
 
 def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):
