@@ -627,6 +627,8 @@ def test_status_shows_a_pool_nodes_machine_its_price_and_since_when_before_apply
                   "h100-2": json.dumps({**record, "node": "h100-2", "instance": "lambda:x; rm -rf /"}),
                   "h100-3": "not json", "h100-4": json.dumps({**record, "node": "h100-1"})}  # fmt: skip
         assert flt().rented_rows(rented) == {"h100-1": {k: v for k, v in record.items() if k != "node"}}
+        earlier = {f"h100-1@{n}": json.dumps({**record, "instance": f"lambda:old{n}"}) for n in range(100)}
+        assert flt().rented_rows({**earlier, **rented})["h100-1"]["instance"] == record["instance"]  # now's, not before
         read = head_read(sinfo_read=sinfo(**{"h100-1": "mixed|gpu:h100:1|", "h100-2": "idle~|gpu:h100:1|",
                                              "h100-3": "down~|gpu:h100:1|meshctl: h100-3: no machine could be "
                                              "rented"}))  # fmt: skip

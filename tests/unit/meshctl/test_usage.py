@@ -176,3 +176,53 @@ def test_usage_says_what_the_network_volumes_bill_by_the_month(tmp_path, monkeyp
         assert "vol-left (volume-vol-left, 50 GB, EU-RO-1, $3.50/month) is used by no instance" in result.output
         out = json.loads(CliRunner().invoke(cli, ["usage", "--json", "--mesh", str(tmp_path)]).output)
         assert {v["id"]: v["used_by"] for v in out["volumes"]} == {"vol-used": ["gpu1"], "vol-left": []}
+
+
+def test_every_machine_a_pool_rented_in_the_period_with_its_cost_the_lost_ones_too(mesh, tmp_path):
+    """The head's records as `usage` reads them: the machine a pool node ran on before, kept by the
+    next rent with the power program's record of its end (``machine.keep_earlier``), and the one it
+    runs on now."""
+    import json
+
+    from meshctl.ops import burst, machine
+
+    folder = burst.rented_dir(mesh)
+    folder.mkdir()
+    first = {"node": "h100-1", "pool": "h100", "instance": "lambda:i1", "price": 3.0, "since": 36000}
+    (folder / "h100-1.json").write_text(json.dumps(first))
+    ended = tmp_path / "ended"
+    ended.mkdir()
+    (ended / "h100-1.json").write_text(json.dumps({"node": "h100-1", "instances": ["lambda:i1"], "at": 36000 + 1800,
+                                                   "why": "preempted by lambda", "lost": True}))  # fmt: skip
+    machine.keep_earlier(mesh, "h100-1", ended, now=40000)
+    kept = json.loads((folder / "h100-1@36000.json").read_text())
+    assert kept["until"] == 37800 and kept["until_known"] and kept["lost"] and kept["why"] == "preempted by lambda"
+    (folder / "h100-1.json").write_text(json.dumps({**first, "instance": "lambda:i2", "price": 2.0, "since": 37900}))
+    (folder / "h100-1@1.json").write_text("not json")
+    (folder / "other@5.json").write_text(json.dumps({**first, "node": "h100-2"}))  # a record under another's name
+    records = {p.name.removesuffix(".json"): p.read_text() for p in folder.iterdir()}
+    rows = usage.pool_machines(records, start=0, end=39700, now=39700)
+    assert [(m.instance, m.lost, m.cost) for m in rows] == [("lambda:i1", True, 1.5), ("lambda:i2", False, 1.0)]
+    assert rows[0].why == "preempted by lambda" and rows[1].until is None
+    assert usage.pool_machines(records, start=38000, end=39700, now=39700)[0].instance == "lambda:i2"  # i1 ended
+
+
+def test_a_machine_whose_end_the_power_program_did_not_record_ends_at_most_at_the_next_rent(mesh, tmp_path):
+    import json
+
+    from meshctl.ops import burst, machine
+
+    folder = burst.rented_dir(mesh)
+    folder.mkdir()
+    record = {"node": "h100-1", "pool": "h100", "instance": "lambda:i1", "price": 3.0, "since": 36000}
+    (folder / "h100-1.json").write_text(json.dumps(record))
+    (tmp_path / "ended").mkdir()
+    (tmp_path / "ended" / "h100-1.json").symlink_to(tmp_path / "elsewhere.json")  # SlurmUser's folder: no link
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"instances": ["lambda:i1"], "at": 36100, "lost": True}))
+    machine.keep_earlier(mesh, "h100-1", tmp_path / "ended", now=39000)
+    kept = json.loads((folder / "h100-1@36000.json").read_text())
+    assert kept["until"] == 39000 and not kept["until_known"] and not kept["lost"]
+    for since in range(1, 30):  # the head keeps the last few
+        (folder / "h100-1.json").write_text(json.dumps({**record, "since": 40000 + since}))
+        machine.keep_earlier(mesh, "h100-1", None, now=50000)
+    assert len(list(folder.glob("h100-1@*.json"))) == machine.KEPT_EARLIER
