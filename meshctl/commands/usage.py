@@ -59,12 +59,19 @@ def command(since, until, as_json, mesh_dir, verbosity) -> None:
                 display.echo(volume.left_words())
     if machines:  # what the pools' machines billed, each one: a lost machine and its replacement alike
         display.table("Machines the burst pools rented", ["node", "machine", "$/h", "from", "to", "cost $", "end"],
-                      [[m.node, m.instance, f"{m.price_per_hour:.2f}", clock(m.since), clock(m.until) if m.until else
-                        "now", f"{m.cost:.2f}", ("lost: " if m.lost else "") + m.why] for m in machines])  # fmt: skip
+                      [[m.node, m.instance, f"{m.price_per_hour:.2f}", clock(m.since), ended(m),
+                        f"{m.cost:.2f}", ("lost: " if m.lost else "") + m.why] for m in machines])  # fmt: skip
         display.echo(f"the pools' machines: ${sum(m.cost for m in machines):.2f} in the period (their hours are "
                      "in the users' cost above too, at the pool's price)")  # fmt: skip
     for provider, said in problems.items():
         display.echo(f"{provider}: no prices ({said})")
+
+
+def ended(machine: usage_lib.PoolMachine) -> str:
+    """When a pool machine ended: "now" while it runs, "by ..." when only the next rent says."""
+    if machine.until is None:
+        return "now"
+    return ("" if machine.until_known else "by ") + clock(machine.until)
 
 
 def clock(seconds: int) -> str:

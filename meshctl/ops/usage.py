@@ -115,6 +115,7 @@ class PoolMachine:
     lost: bool = False  # taken away (the head's watch found it lost), not given back when idle
     why: str = ""  # how it ended
     cost: float = 0.0  # its $/h times its hours within the period
+    until_known: bool = True  # False: the power program did not record its end; it ended by `until` (the next rent)
 
 
 def pool_machines(records: dict, start: float, end: float, now: float) -> list[PoolMachine]:
@@ -148,7 +149,7 @@ def pool_machines(records: dict, start: float, end: float, now: float) -> list[P
             continue
         why = core.mesh_text.clean(str(record.get("why") or ""))[:200]
         rows.append(PoolMachine(node, pool, instance, float(price), since, until, record.get("lost") is True, why,
-                                round(price * hours, 4)))  # fmt: skip
+                                round(price * hours, 4), record.get("until_known") is not False))  # fmt: skip
     return sorted(rows, key=lambda m: (m.since, m.node))
 
 

@@ -203,7 +203,7 @@ def test_every_machine_a_pool_rented_in_the_period_with_its_cost_the_lost_ones_t
     records = {p.name.removesuffix(".json"): p.read_text() for p in folder.iterdir()}
     rows = usage.pool_machines(records, start=0, end=39700, now=39700)
     assert [(m.instance, m.lost, m.cost) for m in rows] == [("lambda:i1", True, 1.5), ("lambda:i2", False, 1.0)]
-    assert rows[0].why == "preempted by lambda" and rows[1].until is None
+    assert rows[0].why == "preempted by lambda" and rows[1].until is None and rows[0].until_known
     assert usage.pool_machines(records, start=38000, end=39700, now=39700)[0].instance == "lambda:i2"  # i1 ended
 
 
