@@ -226,3 +226,42 @@ def test_a_machine_whose_end_the_power_program_did_not_record_ends_at_most_at_th
         (folder / "h100-1.json").write_text(json.dumps({**record, "since": 40000 + since}))
         machine.keep_earlier(mesh, "h100-1", None, now=50000)
     assert len(list(folder.glob("h100-1@*.json"))) == machine.KEPT_EARLIER
+
+
+def test_usage_shows_the_pools_machines_as_the_head_reports_them(tmp_path, monkeypatch):
+    import json
+    import time
+
+    from click.testing import CliRunner
+
+    from meshctl import runner
+    from meshctl.cli import cli
+    from meshctl.mesh import Mesh
+    from meshctl.model import Node
+
+    monkeypatch.delenv("MESHCTL_MESH", raising=False)
+    mesh = Mesh(tmp_path)
+    (tmp_path / "group_vars").mkdir(exist_ok=True)
+    (tmp_path / "group_vars" / "all.yml").write_text("slurm_accounting: true\n")
+    mesh.save([Node("head", "100.64.0.1", roles=["head", "compute"], state="active", mesh_address="100.64.0.1")], {})
+    start = int(time.time()) - 3 * 3600
+    record = {"node": "h100-1", "pool": "h100", "instance": "lambda:i1", "price": 2.0, "since": start}
+    machines = {"h100-1@1": json.dumps({**record, "until": start + 3600, "lost": True, "why": "preempted by lambda"}),
+                "h100-1@2": json.dumps({**record, "instance": "lambda:i0", "since": start - 60, "until": start,
+                                        "until_known": False}),
+                "h100-1": json.dumps({**record, "instance": "lambda:i2", "since": start + 3700})}  # fmt: skip
+
+    def fake_run(playbook, inventory, mesh_dir=None, **kw):
+        return runner.RunResult("successful", 0, stats={"head": {"ok": 2}},
+                                reports={"head": {"lines": [], "machines": machines}})  # fmt: skip
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    result = CliRunner().invoke(cli, ["usage", "--mesh", str(tmp_path), "--since", "2000-01-01"],
+                                env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Machines the burst pools rented" in result.output and "lost: preempted by lambda" in result.output
+    assert "by " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)) in result.output  # its end unrecorded
+    out = json.loads(CliRunner().invoke(cli, ["usage", "--json", "--mesh", str(tmp_path), "--since",
+                                              "2000-01-01"]).output)  # fmt: skip
+    assert [m["instance"] for m in out["machines"]] == ["lambda:i0", "lambda:i1", "lambda:i2"]
+    assert out["machines"][1]["cost"] == 2.0 and out["machines"][2]["until"] is None
