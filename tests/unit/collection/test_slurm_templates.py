@@ -685,3 +685,25 @@ def test_a_head_that_runs_no_job_registers_in_a_hidden_partition_no_job_may_use(
         "PartitionName=meshctl_controller Nodes=desk Hidden=YES State=INACTIVE",
     ]
     assert static[0].startswith("NodeName=desk ")  # still a node of Slurm's: its slurmd, its health check
+
+
+def test_a_pool_node_without_facts_never_blocks_the_heads_slurm_files():
+    """A burst pool's node in the inventory whose machine is gone, going or not set up yet has no
+    facts: Slurm's files are written from the other nodes' (slurm.conf declares it from its pool)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role_vars = yaml.safe_load((ROLES / "slurm_defaults" / "vars" / "main.yml").read_text())
+    names = ("slurm_fact_nodes", "slurm_any_container", "slurm_gpu_nodes")
+    hostvars = {"head": {"inventory_hostname": "head", "mesh_hw": {"in_container": False, "gpus": []}},
+                "gpu1": {"inventory_hostname": "gpu1", "mesh_hw": {"in_container": False, "gpus": [{"file": "x"}]}},
+                "h100-1": {"inventory_hostname": "h100-1"}}  # fmt: skip
+    variables = {"groups": {"compute": ["head", "gpu1", "h100-1"]}, "slurm_compute_group": "compute",
+                 "mesh_burst_nodes": ["h100-1", "h100-2"], "hostvars": hostvars,
+                 **{name: trust_as_template(role_vars[name]) for name in names}}  # fmt: skip
+    templar = Templar(loader=DataLoader(), variables=variables)
+    got = {name: templar.template(trust_as_template(f"{{{{ {name} }}}}")) for name in names}
+    assert got == {"slurm_fact_nodes": ["gpu1", "head"], "slurm_any_container": False, "slurm_gpu_nodes": ["gpu1"]}
+    variables["mesh_burst_nodes"] = []  # were it not a pool's, its missing facts would fail the run
+    with pytest.raises(Exception, match="mesh_hw"):
+        Templar(loader=DataLoader(), variables=variables).template(trust_as_template("{{ slurm_gpu_nodes }}"))
