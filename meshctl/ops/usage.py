@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from meshctl import cloud, core, runner
+from meshctl import cloud, core, resources, runner
 from meshctl.errors import UsageError
 from meshctl.model import head_of
 from meshctl.ops import burst
@@ -118,11 +118,13 @@ class PoolMachine:
     until_known: bool = True  # False: the power program did not record its end; it ended by `until` (the next rent)
 
 
-def pool_machines(records: dict, start: float, end: float, now: float) -> list[PoolMachine]:
+def pool_machines(records: dict, start: float, end: float, now: float, ended: dict | None = None) -> list[PoolMachine]:
     """Every machine the head's records name (``<node>.json``, the one a pool node runs on now or
     last, ``<node>@<since>.json``, one it ran on before: ``ops.machine.keep_earlier``) that was up
-    within START..END (seconds since the epoch), with its cost there. A record not of that shape is
-    left out (the head's files, read as text)."""
+    within START..END (seconds since the epoch), with its cost there. The one a node ran on last
+    ended when the power program's record of its end says (ENDED: ``ended/<node>.json`` by node,
+    lost or given back), else it runs now. A record not of that shape is left out (the head's
+    files, read as text)."""
     import json
 
     rows = []
@@ -133,6 +135,8 @@ def pool_machines(records: dict, start: float, end: float, now: float) -> list[P
             continue
         if not isinstance(record, dict) or str(key).split("@")[0] != record.get("node"):
             continue
+        if "@" not in str(key):
+            record = {**record, **ended_of(record, (ended or {}).get(key))}
         node, pool, instance = record.get("node"), record.get("pool"), record.get("instance")
         price, since, until = record.get("price"), record.get("since"), record.get("until")
         if not all(isinstance(v, str) and v for v in (node, pool, instance)):
@@ -151,6 +155,25 @@ def pool_machines(records: dict, start: float, end: float, now: float) -> list[P
         rows.append(PoolMachine(node, pool, instance, float(price), since, until, record.get("lost") is True, why,
                                 round(price * hours, 4), record.get("until_known") is not False))  # fmt: skip
     return sorted(rows, key=lambda m: (m.since, m.node))
+
+
+def ended_of(record: dict, text) -> dict:
+    """``until``, ``lost`` and ``why`` of the machine RECORD names from the power program's record
+    of its node's last end (TEXT, JSON), when that names this very machine after its rent; {} else."""
+    import json
+
+    try:
+        end = json.loads(str(text)) if text is not None else None
+    except ValueError:
+        return {}
+    if not isinstance(end, dict) or not isinstance(end.get("instances"), list):
+        return {}
+    at, since = end.get("at"), record.get("since")
+    if record.get("instance") not in end["instances"] or isinstance(at, bool) or not isinstance(at, int):
+        return {}
+    if not isinstance(since, int) or at < since:
+        return {}
+    return {"until": at, "lost": end.get("lost") is True, "why": str(end.get("why") or "")}
 
 
 def period(since: str | None, until: str | None, today: datetime.date | None = None) -> tuple[str, str]:
@@ -212,12 +235,13 @@ def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
                          hint="set `slurm_accounting: true` in group_vars/all.yml and run `meshctl apply` (jobs "
                          "from then on are counted)")  # fmt: skip
     prices = cloud.PriceLookup(mesh, nodes, mesh_vars, now=False)  # asked while Ansible reads the accounting
+    ended = f"{resources.role_defaults('mesh')['mesh_power_state_dir']}/{core.mesh_watch.ENDED}"  # the power program's
     result = w.run(
         "usage.yml",
         runner.Progress() if verbosity else runner.Progress(out=io.StringIO(), live=False),
         targets=[head_of(nodes)],
         verbosity=verbosity,
-        extravars={"slurm_accounting_usage_start": start, "slurm_accounting_usage_end": end},
+        extravars={"slurm_accounting_usage_start": start, "slurm_accounting_usage_end": end, "usage_ended_dir": ended},
         converge=False,
         mitogen=False,
         stream=bool(verbosity),
@@ -237,6 +261,6 @@ def usage(w: Work, since: str | None, until: str | None, verbosity: int = 0):
     report = result.reports.get(head_of(nodes).name) or {}
     begins = datetime.datetime.fromisoformat(start).timestamp()
     ends = time.time() if end == "now" else datetime.datetime.fromisoformat(end).timestamp()
-    machines = pool_machines(report.get("machines") or {}, begins, ends, time.time())
+    machines = pool_machines(report.get("machines") or {}, begins, ends, time.time(), report.get("ended") or {})
     rows = summarize([str(line) for line in lines], gpus, cpus, node_prices)
     return rows, start, end, problems, volumes, machines

@@ -101,7 +101,11 @@ def test_the_usage_command_reads_the_heads_accounting_once(tmp_path, monkeypatch
     assert out["users"][0]["gpu_hours"] == 4.0 and out["since"] == "2026-11-01" and out["until"] == "now"
     ((playbook, kw),) = calls
     assert playbook == "usage.yml" and kw["limit"] == runner.limit_to(["head"])  # the head only
-    assert kw["extravars"] == {"slurm_accounting_usage_start": "2026-11-01", "slurm_accounting_usage_end": "now"}
+    assert kw["extravars"] == {
+        "slurm_accounting_usage_start": "2026-11-01",
+        "slurm_accounting_usage_end": "now",
+        "usage_ended_dir": "/var/lib/meshctl/power/ended",
+    }  # the power program's records
 
 
 def test_usage_on_a_head_without_accounting_yet_says_to_apply_first(tmp_path):
@@ -205,6 +209,13 @@ def test_every_machine_a_pool_rented_in_the_period_with_its_cost_the_lost_ones_t
     assert [(m.instance, m.lost, m.cost) for m in rows] == [("lambda:i1", True, 1.5), ("lambda:i2", False, 1.0)]
     assert rows[0].why == "preempted by lambda" and rows[1].until is None and rows[0].until_known
     assert usage.pool_machines(records, start=38000, end=39700, now=39700)[0].instance == "lambda:i2"  # i1 ended
+    # The machine a node ran on last ended where the power program's record of its end names it.
+    end = {"h100-1": json.dumps({"instances": ["lambda:i2"], "at": 38900, "why": "stopped answering", "lost": True})}
+    last = usage.pool_machines(records, start=0, end=39700, now=39700, ended=end)[-1]
+    assert (last.until, last.lost, last.why) == (38900, True, "stopped answering")
+    assert last.cost == round(2000 / 3600, 4)
+    other = {"h100-1": json.dumps({"instances": ["lambda:i1"], "at": 38900, "lost": True})}  # another machine's end
+    assert usage.pool_machines(records, start=0, end=39700, now=39700, ended=other)[-1].until is None
 
 
 def test_a_machine_whose_end_the_power_program_did_not_record_ends_at_most_at_the_next_rent(mesh, tmp_path):
