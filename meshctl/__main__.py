@@ -15,11 +15,13 @@ def run() -> None:
         from meshctl.cli import main
 
         main()
-    except KeyboardInterrupt as exc:  # before main() took the signals over (its own end is a SystemExit)
+    except (KeyboardInterrupt, RuntimeError) as exc:  # before main() took the signals over (its end is a SystemExit)
         from meshctl import interrupt
-        from meshctl.errors import Interrupted
 
-        stopped = exc if isinstance(exc, Interrupted) else interrupt.stopped()
+        stopped = interrupt.found_in(exc)
+        if stopped is None and not isinstance(exc, KeyboardInterrupt):
+            raise  # a RuntimeError of its own, not a Ctrl+C that Python wrapped while a module loaded
+        stopped = stopped or interrupt.stopped()
         print(f"error: {stopped}", file=sys.stderr)
         raise SystemExit(stopped.exit_code) from None
 

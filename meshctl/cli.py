@@ -135,5 +135,11 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         raise SystemExit(exc.exit_code) from None
+    except Exception as exc:  # a signal Python wrapped in another exception (interrupt.found_in) is interrupted too
+        stopped = interrupt.found_in(exc)
+        if stopped is None:
+            raise
+        render(stopped)
+        raise SystemExit(stopped.exit_code) from None
     # Without standalone mode click returns an Exit's code (MeshctlGroup uses ctx.exit) instead of raising.
     raise SystemExit(result if isinstance(result, int) else 0)

@@ -66,6 +66,19 @@ def stopped(where: str = "", hint: str | None = None) -> Interrupted:
     return Interrupted(f"interrupted ({said(number)}){where}", hint=hint, signum=int(number))
 
 
+def found_in(exc: BaseException | None) -> Interrupted | None:
+    """The Interrupted behind EXC, if one is: EXC itself, or what it was raised from or during. Python
+    wraps an exception raised while a class body's attributes are named (a dataclass's fields, as a
+    module loads: 3.11 raises RuntimeError "Error calling __set_name__" from it), so a signal that
+    lands there arrives as another exception."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, Interrupted):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """Within, a signal is recorded, not raised: the Ansible run in progress is stopped through its

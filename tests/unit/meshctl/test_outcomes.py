@@ -401,3 +401,21 @@ def test_ctrl_c_while_meshctl_still_loads_is_130_interrupted_not_a_traceback(tmp
     assert done.returncode == 130, done.stdout + done.stderr
     assert "error: interrupted (Ctrl+C)" in done.stderr and "fix: " in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not any(word in done.stdout for word in SUCCESS_WORDS)
+
+
+def test_a_ctrl_c_python_wrapped_while_a_module_loads_is_still_interrupted():
+    """Python 3.11 wraps an exception raised while a class body's attributes are named (a
+    dataclass's fields, as a command's module loads) in RuntimeError: the Interrupted behind it is
+    found, at any depth of the chain, and nothing else is taken for one."""
+    from meshctl import interrupt
+    from meshctl.errors import Interrupted
+
+    signal = Interrupted("interrupted (Ctrl+C)", signum=2)
+    try:
+        try:
+            raise signal
+        except Interrupted as inner:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'extra' in 'Node'") from inner
+    except RuntimeError as wrapped:
+        assert interrupt.found_in(wrapped) is signal
+    assert interrupt.found_in(RuntimeError("its own")) is None and interrupt.found_in(None) is None
