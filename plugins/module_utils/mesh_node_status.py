@@ -37,7 +37,7 @@ SHARE_OK = ("exporting", "mounted", "shared", "fstab-only")
 WORD = mesh_slurm.WORD_RE  # a service's state, or a Slurm state word and its flag (~ % # ! * $ @ ^ - +)
 NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}")
 GRES = re.compile(r"[A-Za-z0-9 ._:/()+*,=-]{0,120}")
-REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,;=@'#$%~!`\[\]-]{0,200}")  # printable words, no escape
+REASON = re.compile(r"[A-Za-z0-9 ._:/()+*,;=@'#$%~!`<>\[\]-]{0,200}")  # printable words, no escape
 MAX_NODES = 10000
 INSTANCE = re.compile(f"({'|'.join(mesh_cloud.PROVIDERS)}):{mesh_cloud.ID_RE.pattern}")
 

@@ -23,6 +23,8 @@ Each loss says what to do:
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_node_status, mesh_status_read
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import GONE
 
@@ -30,6 +32,13 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import GON
 # powered down. A node with one is meshctl's suspend or resume at work.
 POWER_MARKS = "~#%!"
 NOT_RESPONDING = "Not responding"  # Slurm's reason for a node it set DOWN after SlurmdTimeout
+# Slurm's reason for a node whose slurmd registered fewer GPUs than slurm.conf gives it: slurmctld
+# sets it INVAL and drains it, and requeues its jobs (tests/fixtures/sinfo/slurm-22.05/gpus_short.txt).
+# `sinfo %T` then says ``inval`` whatever Slurm does with its power (no mark).
+GPUS_SHORT = "gres/gpu count reported lower than configured"
+# A pool node's machines in a row that registered too few GPUs before its pool stops renting for it
+# (a provider's image without the driver, a setup that fails the same way: each one billed).
+SHORT_AT_MOST = 2
 OURS = "meshctl: "  # the reasons meshctl gives Slurm begin so
 # In the power program's state folder: <node>.json, the last end of a node's machine (given back
 # when idle, or lost), written by meshctl-power, read by the head's rent (what the machine it
@@ -54,9 +63,23 @@ def powering(state):
     return any(mark in state for mark in POWER_MARKS)
 
 
+TAKEN_OUT = ("down", "drained", "draining", "drain", "inval")  # Slurm's states of a node it runs nothing new on
+
+
 def ours(node):
     """Whether the node is DOWN or drained with a reason meshctl gave (acted on already)."""
-    return node["reason"].startswith(OURS) and base_state(node["state"]) in ("down", "drained", "draining", "drain")
+    return node["reason"].startswith(OURS) and base_state(node["state"]) in TAKEN_OUT
+
+
+def _counted(slurm_reason):
+    """``0 of its 1`` from Slurm's ``... (0 < 1)``; ``fewer than its`` when it says no counts."""
+    found = re.search(r"\((\d+) < (\d+)\)", slurm_reason)
+    return f"{found.group(1)} of its {found.group(2)}" if found else "fewer than its"
+
+
+def gpus_short(node):
+    """Whether Slurm refused the node's registration for fewer GPUs than its record (Slurm's reason)."""
+    return base_state(node["state"]) in TAKEN_OUT and node["reason"].startswith(GPUS_SHORT)
 
 
 def _found(entry, name, listed):
@@ -88,14 +111,27 @@ def losses(watched, listed, slurm):
     found = []
     for name, entry in sorted((watched or {}).items()):
         node = (slurm or {}).get(name)
-        if not isinstance(entry, dict) or node is None or powering(node["state"]) or ours(node):
+        if not isinstance(entry, dict) or node is None or ours(node):
+            continue
+        pool = entry.get("pool") or ""
+        # A pool's machine whose slurmd registered too few GPUs (Slurm drained the node, its jobs
+        # requeued): no use to its pool, given back and replaced. Slurm may be powering such a
+        # node down already; sinfo shows no mark for it (``inval``).
+        short = bool(pool) and gpus_short(node)
+        if powering(node["state"]) and not short:
             continue
         mine = _found(entry, name, listed or {})
         if mine is None:
             continue
-        pool = entry.get("pool") or ""
         live = [(p, i) for p, i in mine if i.get("status") not in GONE]
         loss = {"node": name, "pool": pool, "give_back": "", "instance": "", "why": ""}
+        if short:
+            provider, inst = (live or mine or [("", {})])[-1]
+            loss.update(instance=f"{provider}:{inst['id']}" if provider else "",
+                        why=f"registered {_counted(node['reason'])} GPUs",
+                        give_back=inst["id"] if live else "", short=True)  # fmt: skip
+            found.append(loss)
+            continue
         if not live:
             if mine:
                 provider, inst = mine[-1]
@@ -123,8 +159,15 @@ REQUEUED = "its jobs requeued"  # in every reason the watch gives Slurm (``is_lo
 
 
 def reason(loss):
-    """Slurm's reason for a lost node (meshctl-power adds ``meshctl: ``)."""
+    """Slurm's reason for a lost node (meshctl-power adds ``meshctl: ``). A pool node whose machines
+    registered too few GPUs SHORT_AT_MOST times in a row (``loss["short"]``, counted by the
+    program) is not offered again: the reason says how to."""
     what = f"{loss['instance']} {loss['why']}" if loss["instance"] else loss["why"]
+    if loss["pool"] and int(loss.get("short") or 0) >= SHORT_AT_MOST:
+        return (
+            f"{what}; {REQUEUED}; {loss['short']} machines in a row: no more rented until "
+            f"`scontrol update nodename={loss['node']} state=idle`"
+        )
     if loss["pool"]:
         return f"{what}; {REQUEUED}, pool {loss['pool']} rents a replacement"
     return f"{what}; {REQUEUED}: `meshctl launch` it again, or `meshctl remove-node {loss['node']}`"
@@ -149,9 +192,10 @@ def reoffer(ended, slurm):
             or not record.get("lost")
             or not record.get("pool")
             or record.get("offered")
+            or int(record.get("short") or 0) >= SHORT_AT_MOST
             or node is None
         ):
             continue
-        if node["state"].endswith("~") and base_state(node["state"]) == "down" and node["reason"].startswith(OURS):
+        if node["state"].endswith("~") and base_state(node["state"]) in TAKEN_OUT and node["reason"].startswith(OURS):
             ready.append(name)
     return ready

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meshctl.localmesh import nodes, ready
+from meshctl.localmesh import images, nodes, ready
 from tests.cloud_standin import DockerBackend
 from tests.e2e import BED_SETTINGS, MITOGEN, TESTBED_ENV, pip_settings
 from tests.e2e.standin import install_standin
@@ -162,7 +162,11 @@ def forget_accounts(bed: Bed, *providers: str) -> None:
 # after it starts, in a time namespace whose boot time is that moment, and hands it the signals
 # systemd sends (TERM to stop, HUP to reload): slurmd's unit stops only its main process
 # (KillMode=process), and `unshare --fork`, which the first version used, blocks TERM while it
-# waits for its child, so every restart of slurmd took systemd's 90 s stop timeout.
+# waits for its child, so every restart of slurmd took systemd's 90 s stop timeout. The real slurmd
+# keeps the name it was started by: Slurm decides it runs as slurmd by its program's name, and
+# one started as `slurmd-wlm` (Debian's file, which this program started by its path until
+# 2026-12-02) loaded no node record for itself and registered 0 of its GPUs (slurmctld: "gres/gpu
+# count reported lower than configured (0 < 1)"): every machine rented from the bare image drained.
 BOOT_CLOCK = r"""#!/usr/bin/python3
 import ctypes, os, signal, sys, time
 REAL = "@REAL@"
@@ -175,8 +179,8 @@ if libc.unshare(0x80) != 0:  # CLONE_NEWTIME: the children made from here on are
 with open("/proc/self/timens_offsets", "w") as handle:
     handle.write(f"7 -{uptime} 0\n")  # CLOCK_BOOTTIME: the children booted now
 child = os.fork()
-if child == 0:
-    os.execv(REAL, [REAL, *sys.argv[1:]])
+if child == 0:  # argv[0] as started (/usr/sbin/slurmd): Slurm knows it is slurmd by its name
+    os.execv(REAL, [sys.argv[0], *sys.argv[1:]])
 for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
     signal.signal(number, lambda got, _frame: os.kill(child, got))
 while True:
@@ -222,18 +226,22 @@ VM = {"bare": VM_USER + boot_clock("/usr/sbin/slurmd-wlm"),
 
 class Instances(DockerBackend):
     """Lambda's instances as Docker nodes: a launch is a new container PREFIX<id> at the next address
-    (RENTED's .FIRST on), with simulated GPUs when GPUS."""
+    (RENTED's .FIRST on), with simulated GPUs when GPUS. The first BARE instances start from the
+    bare node image, as a real VM does (nothing the roles install on it); the others from the ready
+    image when it is built (docs/testing.md, "Which bed tests which path")."""
 
-    def __init__(self, prefix: str, first: int, gpus: bool = False):
+    def __init__(self, prefix: str, first: int, gpus: bool = False, bare: int = 0):
         super().__init__(create=self.make)
-        self.prefix, self.gpus = prefix, gpus
+        self.prefix, self.gpus, self.bare = prefix, gpus, bare
+        self.images: dict[str, str] = {}  # instance id -> the image it started from
         self.addresses = (RENTED.address(n) for n in itertools.count(first))
 
     def make(self, machine) -> str:
         name, ip = f"{self.prefix}{machine.id[-4:]}", next(self.addresses)
         # A new instance: nothing of the mesh on it; the packages the roles install already there
         # when the ready image is (the bed's other nodes start from it too).
-        image = ready.bed_image(SUITE)
+        image = images.spec_for(SUITE).node_tag if len(self.images) < self.bare else ready.bed_image(SUITE)
+        self.images[machine.id] = image
         args = nodes.run_args(nodes.Node(name, ip), image, SPEC.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")

@@ -38,8 +38,11 @@ EXPECT = {
     # an admin's power_down_asap: drained with Slurm's reason POWER_DOWN_ASAP, so not resting
     "power_down_pending": ("b", {"allocated!", "mixed!", "idle!", "draining!"}, False, None),
     "not_responding": ("head", {"idle*", "down*", "mixed*", "allocated*"}, False, None),
+    # a burst pool's node whose slurmd registered fewer GPUs than its pool's (the rented machines' head)
+    "gpus_short": ("pool", {"inval"}, False, None),
+    "gpus_short_draining": ("pool", {"draining"}, False, None),
 }
-NODES = {"a": "cpu1", "b": "gpu1", "head": "head"}  # the recorder's NODE_A, NODE_B and HEAD
+NODES = {"a": "cpu1", "b": "gpu1", "head": "head", "pool": "h100-1"}  # the recorder's NODE_A, NODE_B and HEAD
 
 
 def recorded():

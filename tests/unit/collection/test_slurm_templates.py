@@ -2,6 +2,7 @@
 sets with role slurm's settings, checked line by line."""
 
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -707,3 +708,16 @@ def test_a_pool_node_without_facts_never_blocks_the_heads_slurm_files():
     variables["mesh_burst_nodes"] = []  # were it not a pool's, its missing facts would fail the run
     with pytest.raises(Exception, match="mesh_hw"):
         Templar(loader=DataLoader(), variables=variables).template(trust_as_template("{{ slurm_gpu_nodes }}"))
+
+
+def test_slurms_daemons_are_started_by_their_own_names_everywhere():
+    """Slurm decides which daemon it runs as by its program's name: a slurmd started as Debian's
+    file `slurmd-wlm` (the alternatives' target) loads no node record of its own and registers 0 of
+    its GPUs (slurmctld drains it: "gres/gpu count reported lower than configured"), as the rented
+    bed's first bare machines did. Nothing of meshctl's starts one by another name."""
+    root = Path(__file__).resolve().parents[3]
+    other = re.compile(r"\b(slurmd|slurmctld|slurmdbd|slurmstepd)-wlm\b")
+    starts = [p.relative_to(root).as_posix() for folder in ("roles", "plugins", "meshctl", "playbooks")
+              for p in (root / folder).rglob("*") if p.is_file() and p.suffix not in (".pyc", ".md")
+              and other.search(p.read_text(errors="replace"))]  # fmt: skip
+    assert starts == [], starts

@@ -133,6 +133,40 @@ def test_a_lost_pool_node_is_offered_again_once_slurm_has_powered_it_down():
     assert watch.reoffer(idle, {"h100-1": up("down~", ours)}) == []
 
 
+def test_a_pool_machine_that_registered_too_few_gpus_is_given_back_and_replaced():
+    """Slurm's own rows (recorded): slurmctld set the pool node INVAL and drained it for fewer GPUs
+    than its pool's, the job requeued. The machine is no use to the pool: given back, replaced."""
+    short = recorded("slurm-22.05", "gpus_short")
+    assert short["h100-1"]["state"] == "inval" and watch.gpus_short(short["h100-1"]), short["h100-1"]
+    running = {"lambda": [instance("lambda", "i9", "h100-1", "active")]}
+    found = watch.losses(POOL, running, short)
+    assert [(f["instance"], f["give_back"]) for f in found] == [("lambda:i9", "i9")], found
+    assert watch.reason(found[0]).startswith("lambda:i9 registered 0 of its 1 GPUs; its jobs requeued")
+    assert "pool h100 rents a replacement" in watch.reason(found[0])
+    draining = recorded("slurm-22.05", "gpus_short_draining")  # its job's step still ending there
+    assert [f["give_back"] for f in watch.losses(POOL, running, draining)] == ["i9"]
+    # Given back already (Slurm powered the drained node down: the suspend), still judged: DOWN with
+    # meshctl's reason, so that it is offered again once powered down.
+    gone = watch.losses(POOL, {"lambda": [instance("lambda", "i9", "h100-1", "terminated")]}, short)
+    assert [(f["instance"], f["give_back"]) for f in gone] == [("lambda:i9", "")], gone
+    # A static node's GPUs are its own: the health check and its owner's (never given back here).
+    assert watch.losses(STATIC, {"lambda": [instance("lambda", "i1", "gpu2", "active")]},
+                        {"gpu2": short["h100-1"]}) == []  # fmt: skip
+
+
+def test_a_node_acted_on_is_not_acted_on_again_though_slurm_still_says_inval():
+    ours = "meshctl: lambda:i9 registered 0 of its 1 GPUs; its jobs requeued, pool h100 rents a replacement"
+    assert watch.losses(POOL, {"lambda": []}, {"h100-1": up("inval", ours)}) == []
+    lost = {"h100-1": {"lost": True, "pool": "h100", "offered": 0, "short": 1}}
+    assert watch.reoffer(lost, {"h100-1": up("drained~", ours)}) == ["h100-1"]  # DOWN+DRAIN, powered down
+    assert watch.reoffer(lost, {"h100-1": up("inval", ours)}) == []  # not powered down yet
+    again = {"h100-1": {**lost["h100-1"], "short": watch.SHORT_AT_MOST}}
+    assert watch.reoffer(again, {"h100-1": up("drained~", ours)}) == []  # twice in a row: no third rent
+    said = watch.reason({"node": "h100-1", "pool": "h100", "instance": "lambda:i9", "why": "registered 0 of its 1 "
+                         "GPUs", "short": watch.SHORT_AT_MOST})  # fmt: skip
+    assert "2 machines in a row: no more rented until `scontrol update nodename=h100-1 state=idle`" in said, said
+
+
 def test_the_plan_watches_every_rented_node_and_pool_node_never_the_head():
     nodes = {"head": {"meshctl_instance": "lambda:h", "meshctl_roles": ["head"]},
              "gpu2": {"meshctl_instance": "lambda:i1"}, "desk": {"mesh_provider": "local"},
@@ -226,3 +260,29 @@ def test_the_watch_follows_a_pod_the_program_moved_to_a_new_pod(head):
         (head.state / "pod1.moved").unlink()  # without the program's record, the recorded pod is gone
         done, calls = head("pod1|idle|(null)|none\n")
         assert f"runpod:{old.id} terminated by runpod" in calls, calls
+
+
+def test_the_watch_gives_back_machines_short_of_gpus_and_stops_after_the_second_in_a_row(head):
+    short = "h100-1|inval|gpu:h100:1|gres/gpu count reported lower than configured (0 < 1)\n"
+    with Standin("lambda") as api:
+        (head.conf / "api-urls.json").write_text(json.dumps({"lambda": api.url}))
+        (head.conf / "watched.json").write_text(json.dumps(POOL))
+        first = api.add("h100-1", "gpu_1x_h100_sxm5", 1, 3.29)
+        done, calls = head(short)
+        assert done.returncode == 0, done.stderr
+        assert f"nodename=h100-1 state=down reason=meshctl: lambda:{first.id} registered 0 of its 1 GPUs" in calls
+        assert "pool h100 rents a replacement" in calls and first.state == "terminated", calls
+        assert json.loads((head.state / watch.ENDED / "h100-1.json").read_text())["short"] == 1
+        log = head.log.read_text()
+        assert f"watch h100-1: lambda:{first.id} registered 0 of its 1 GPUs: DOWN" in log, log
+        reason = f"meshctl: lambda:{first.id} registered 0 of its 1 GPUs; its jobs requeued"
+        done, calls = head(f"h100-1|inval|gpu:h100:1|{reason}\n")
+        assert "scontrol" not in calls, calls  # acted on once
+        done, calls = head(f"h100-1|drained~|gpu:h100:1|{reason}\n")
+        assert "nodename=h100-1 state=idle" in calls, calls  # offered again: the job rents another
+        second = api.add("h100-1", "gpu_1x_h100_sxm5", 1, 3.29)
+        done, calls = head(short)
+        assert "2 machines in a row: no more rented until `scontrol update nodename=h100-1 state=idle`" in calls, calls
+        assert second.state == "terminated"
+        done, calls = head(f"h100-1|drained~|gpu:h100:1|{reason}\n")
+        assert "state=idle" not in calls, calls  # no third
