@@ -378,8 +378,9 @@ def test_a_pod_slurm_stops_when_idle_reports_its_start_as_its_boot(render, mesh)
     kept_up = slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[],
                           mesh_pod=True)  # fmt: skip
     assert kept_up == ["/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"]
+    # a pool's pod: rented at Slurm's resume
     pooled = slurmd_unit(render, mesh, "desk", "static", template="slurmd_command.j2", tailscale_outbound_wrapper=[],
-                         mesh_pod=True, mesh_burst_nodes=["desk"])  # a pool's pod: rented at Slurm's resume
+                         mesh_pod=True, mesh_burst_nodes=["desk"])  # fmt: skip
     assert pooled == ["/usr/sbin/slurmd -D -s -b -N desk --conf-server 100.101.1.10:6817"]
     vm = started(render, mesh, "desk", "static", mesh_power_plan=plan)  # a VM boots: no -b
     assert vm == "ExecStart=/usr/sbin/slurmd -D -s -N desk --conf-server 100.101.1.10:6817"
