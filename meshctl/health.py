@@ -25,7 +25,7 @@ NAME_RE = _FILTER.NAME
 # the collection's filter node_status (plugins/module_utils/mesh_node_status.py), whose PROBLEMS it names.
 FACT = "mesh_status"
 RECORD_KEYS = {"name", "services", "tailnet", "share", "mlflow", "slurm", "slurm_nodes", "sinfo_ok", "problem",
-               "detail", "healthy", "rented"}  # fmt: skip
+               "detail", "healthy", "rented", "ended"}  # fmt: skip
 
 
 def problems() -> tuple[str, ...]:
@@ -80,6 +80,8 @@ def record_problem(name: str, record: object) -> str | None:
             return f"slurm_nodes: {why}"
     if why := _rented(record.get("rented", {})):
         return f"rented: {why}"
+    if why := _ended(record.get("ended", {})):
+        return f"ended: {why}"
     if not isinstance(record.get("sinfo_ok", False), bool) or not isinstance(record["healthy"], bool):
         return "sinfo_ok or healthy is not true or false"
     if record["problem"] not in ("", *problems()):
@@ -106,6 +108,28 @@ def _rented(value: object) -> str | None:
             return f"{node}'s price is not $/h"
         if isinstance(row["since"], bool) or not isinstance(row["since"], int) or row["since"] <= 0:
             return f"{node}'s since is not a time"
+    return None
+
+
+def _ended(value: object) -> str | None:
+    """The power program's records of the lost machines, as the filter's ``ended_rows`` makes them."""
+    if not isinstance(value, dict) or len(value) > 64:
+        return "not a mapping"
+    for node, row in value.items():
+        if not (isinstance(node, str) and NAME_RE.fullmatch(node) and isinstance(row, dict)):
+            return "a node name or record is not one"
+        if set(row) != {"instance", "why", "at", "price", "since"}:
+            return f"{node}'s record is not instance, why, at, price, since"
+        if not (isinstance(row["instance"], str) and _FILTER.INSTANCE.fullmatch(row["instance"])):
+            return f"{node}'s instance is not provider:id"
+        if not (isinstance(row["why"], str) and REASON_RE.fullmatch(row["why"])):
+            return f"{node}'s why is not plain text"
+        if row["price"] is not None and (not isinstance(row["price"], float) or not 0 <= row["price"] <= 1000):
+            return f"{node}'s price is not $/h"
+        for key in ("at", "since"):
+            if (row[key] is not None or key == "at") and (isinstance(row[key], bool) or not isinstance(row[key], int)
+                                                          or row[key] <= 0):  # fmt: skip
+                return f"{node}'s {key} is not a time"
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from dataclasses import asdict, dataclass, field
 
 import netaddr
@@ -134,6 +135,9 @@ class Node:
     connection: str = "ssh"  # "local" for a head that is the machine meshctl runs on
     pod: bool = False  # no systemd: its daemons run under supervisor (group "pod"; roles/pod)
     instance: str | None = None  # the provider's instance it is: "<provider>:<id>" (meshctl/cloud.py)
+    # When meshctl took that instance in (epoch seconds; a provider such as Lambda lists no start):
+    # what a machine taken away had cost by then (`meshctl status`, the head's watch).
+    since: int | None = None
     extra: dict = field(default_factory=dict)  # host variables a user added in mesh.yml: kept as written
 
     def validate(self) -> None:
@@ -166,6 +170,8 @@ class Node:
         old = None
         if self.mesh_address == self.host != host and netaddr.valid_ipv4(host):
             old, self.mesh_address = self.mesh_address, host
+        if instance != self.instance:
+            self.since = int(time.time()) if instance else None
         self.host, self.port, self.instance = host, port, instance
         return old
 
@@ -193,6 +199,8 @@ class Node:
             hv["mesh_pod"] = True
         if self.instance:
             hv["meshctl_instance"] = self.instance
+            if self.since is not None:
+                hv["meshctl_instance_since"] = self.since
         hv.update(self.extra)  # what the user added (never one of the keys above: from_hostvars)
         return hv
 
@@ -228,6 +236,10 @@ class Node:
         if not USER_RE.fullmatch(user):
             raise InventoryError(f"node {name}: ansible_user {user!r} is not a user name",
                                  hint="use a login name (lowercase letters, digits, _ . -)")  # fmt: skip
+        since = hv.get("meshctl_instance_since")
+        if since is not None and (isinstance(since, bool) or not isinstance(since, int) or since < 0):
+            raise InventoryError(f"node {name}: meshctl_instance_since is {_show(since)}, not a time in seconds",
+                                 hint="meshctl writes it when it takes a machine in: remove the line")  # fmt: skip
         connection = "local" if hv.get("ansible_connection") == "local" else "ssh"
         managed = set(MANAGED_HOSTVARS)
         if connection == "local" and hv.get("ansible_python_interpreter") == LOCAL_PYTHON:
@@ -258,6 +270,7 @@ class Node:
             state=text("meshctl_state", "pending"),
             mesh_address=text("mesh_address"),
             instance=text("meshctl_instance"),
+            since=since,
             connection=connection,
             pod=pod,
             extra=extra,

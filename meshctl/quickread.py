@@ -33,6 +33,9 @@ from meshctl.model import Node
 TASK = "Read the node's services"  # what a failure names, as the playbook's task does
 READ_TIMEOUT = 5  # seconds each command and the URL may take on the node (mesh_status's default)
 MAX_OUTPUT = 4 * 1024 * 1024  # bytes of a node's answer read
+# A head's folders of records (the pool machines it rented; the rented machines that ended), asked
+# only by the runs that know them: a request recorded before one existed lacks it.
+OPTIONAL = ("rented", "ended")
 MAX_DEPTH = 32  # levels of arrays and objects a status record may nest (it has a handful)
 # The connection settings meshctl writes itself (Node.hostvars); any other ansible_* setting is
 # the user's, and only Ansible knows what it means.
@@ -55,8 +58,8 @@ def request_problem(request: object) -> str | None:
         return "not a mapping"
     wanted = {"services", "sinfo", "tailscale", "mount_path", "mount_possible", "url", "supervisor", "expect",
               "share_id", "share_marker"}  # fmt: skip
-    if set(request) - {"rented"} != wanted:  # rented: recorded by the runs that know it
-        return f"keys {sorted((set(request) - {'rented'}) ^ wanted)} unexpected or missing"
+    if set(request) - set(OPTIONAL) != wanted:  # recorded by the runs that know them
+        return f"keys {sorted((set(request) - set(OPTIONAL)) ^ wanted)} unexpected or missing"
     services = request["services"]
     if (
         not isinstance(services, list)
@@ -67,7 +70,7 @@ def request_problem(request: object) -> str | None:
     for key in ("sinfo", "tailscale", "mount_possible", "supervisor"):
         if not isinstance(request[key], bool):
             return f"{key} is not true or false"
-    for key in ("mount_path", "rented"):
+    for key in ("mount_path", *OPTIONAL):
         path = request.get(key)
         if path is not None and not (isinstance(path, str) and PATH.fullmatch(path)):
             return f"{key} is not an absolute path"
@@ -145,7 +148,7 @@ def script(request: dict) -> str:
     source = (resources.data_dir() / "plugins" / "module_utils" / "mesh_status_read.py").read_text(encoding="utf-8")
     params = {key: request[key] for key in ("services", "sinfo", "tailscale", "mount_path", "mount_possible", "url",
                                             "supervisor", "share_id", "share_marker")}  # fmt: skip
-    params["rented"] = request.get("rented")
+    params.update({key: request.get(key) for key in OPTIONAL})
     params["timeout"] = READ_TIMEOUT
     return f"{source}\nimport json as _json\nprint(_json.dumps(read(_json.loads({json.dumps(params)!r}))))\n"
 

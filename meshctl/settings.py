@@ -183,7 +183,7 @@ def ours(key: str) -> bool:
 # run's inventory sets from recorded facts (never a user's). meshctl/mesh.py reads and writes them.
 MANAGED_HOSTVARS = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file", "mesh_provider",
                     "meshctl_roles", "meshctl_state", "mesh_address", "ansible_become", "ansible_connection",
-                    "mesh_pod", "meshctl_instance")  # fmt: skip
+                    "mesh_pod", "meshctl_instance", "meshctl_instance_since")  # fmt: skip
 RUN_HOSTVARS = ("mesh_hw",)
 
 

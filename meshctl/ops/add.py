@@ -3,6 +3,7 @@ then the new nodes and the head converged in one run, and no other node contacte
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,7 @@ def plan_add(
         mesh_address=mesh_address_for(target.host, address),
         pod=report.result.pod,
         instance=instance,
+        since=int(time.time()) if instance else None,
     )
     node.validate()
     return AddPlan(node, report, resumed, cloud_type)

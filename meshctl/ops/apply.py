@@ -107,9 +107,10 @@ def follow_pools(w: Work, progress, check: bool = False, head_record=None) -> li
                           "recorded no rent of it: not taken (`meshctl machines` shows it)")  # fmt: skip
             continue
         hostkeys.record(mesh.known_hosts, inst["ssh_host"], int(inst["ssh_port"]), record["host_keys"])
+        since = record["since"] if isinstance(record.get("since"), int) else None
         nodes.append(Node(name, inst["ssh_host"], inst["ssh_user"] or "root", int(inst["ssh_port"]), head.ssh_key,
                           inst["provider"], ["compute"], "active", record.get("mesh_address"),
-                          instance=ref))  # fmt: skip
+                          instance=ref, since=since))  # fmt: skip
         progress.note(f"{name}: pool {members[name]['name']}'s machine {ref} at {inst['ssh_host']}, rented by the "
                       "head, taken into mesh.yml with the host key(s) the head met on it")  # fmt: skip
         taken.append(name)

@@ -109,6 +109,25 @@ def node_status(node: Node, record: dict) -> NodeStatus:
     return row
 
 
+LOST = "its machine was lost"  # how a row of a node whose machine the head's watch found lost begins
+
+
+def lost_cost(error: str, record: dict) -> str:
+    """ERROR (a lost node's row) with what its machine had cost when it was lost, from the power
+    program's RECORD of it (the filter's ``ended_rows``): its price an hour, and the hours and their
+    sum where it knew since when meshctl had it."""
+    if record.get("price") is None:
+        return error
+    spent = core.mesh_watch.cost(record)
+    if spent is None:  # since when is not known (taken in before meshctl recorded it)
+        said = f" at ${record['price']:.2f}/h"
+    else:
+        hours, price, dollars = spent
+        said = f" after {hours:.1f} h at ${price:.2f}/h (${dollars:.2f})"
+    mark = f"; {core.mesh_watch.REQUEUED}"
+    return error.replace(mark, said + mark, 1) if mark in error else error + said
+
+
 def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> NodeStatus:
     """The row of a node SSH could not reach: the head's Slurm view of it, and advice for its state.
 
@@ -128,7 +147,7 @@ def unreachable_status(node: Node, is_head: bool, said: str, in_slurm: dict) -> 
         row.healthy = True
         row.error = "starting: a job asked for it (Slurm waits up to ResumeTimeout)"
     elif core.mesh_watch.is_loss(reason):  # the head's watch found its machine taken away: the reason says what to do
-        row.error = f"its machine was lost ({said}): {reason.removeprefix(core.mesh_watch.OURS)}"
+        row.error = f"{LOST} ({said}): {reason.removeprefix(core.mesh_watch.OURS)}"
     elif row.slurm.endswith("*") or state in ("down", "absent", "unknown") or "~" in row.slurm:
         row.error = (f"the machine is off or cut off ({said}); Slurm sees it {row.slurm}{why}: start it (it rejoins "
                      f"by itself), or `meshctl remove-node {node.name} --force` if it is gone")  # fmt: skip
@@ -280,6 +299,11 @@ def status(w: Work, timeout: float = STATUS_CONNECT_TIMEOUT,
         row.role = "head" if "head" in node.roles else "compute"
         stop = node.extra.get("idle_stop")
         row.autostop = str(stop) if stop not in (None, False, "", 0) else "-"
+    ended = (result.records.get(head.name) or {}).get("ended") or {}
+    for row in rows:  # a machine the head's watch found lost: what it had cost by then
+        if row.error.startswith(LOST) and (record := ended.get(row.name)) and record["instance"] == by_name[
+                row.name].instance:  # fmt: skip
+            row.error = lost_cost(row.error, record)
     rented = (result.records.get(head.name) or {}).get("rented") or {}
     for row in rows:  # a pool's machine apply took into mesh.yml: its pool, and since when the head rented it
         node = by_name[row.name]

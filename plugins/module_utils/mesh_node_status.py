@@ -112,6 +112,37 @@ def rented_rows(records):
     return rows
 
 
+def ended_rows(records):
+    """The power program's records of the machines the head's watch found lost (``mesh_status``'s
+    ``ended``: text by node) as ``{node: {instance, why, at, price, since}}`` (``price`` and
+    ``since`` None where it did not know them): a record given back when idle, or not of that shape
+    (``provider:id``, a reason as Slurm's, seconds since the epoch, $/h from 0 to 1000), is left out."""
+    rows = {}
+    for node, text in list((records or {}).items())[:64]:
+        try:
+            record = json.loads(str(text))
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or not NAME.fullmatch(str(node)) or record.get("node") != node:
+            continue
+        instances, why, at = record.get("instances"), record.get("why"), record.get("at")
+        if record.get("lost") is not True or not isinstance(instances, list) or len(instances) != 1:
+            continue
+        if not (isinstance(instances[0], str) and INSTANCE.fullmatch(instances[0])):
+            continue
+        if not (isinstance(why, str) and REASON.fullmatch(why)) or not _seconds(at):
+            continue
+        price, since = record.get("price"), record.get("since")
+        priced = not isinstance(price, bool) and isinstance(price, (int, float)) and 0 <= price <= 1000
+        rows[node] = {"instance": instances[0], "why": why, "at": at, "price": float(price) if priced else None,
+                      "since": since if _seconds(since) and since <= at else None}  # fmt: skip
+    return rows
+
+
+def _seconds(value):
+    return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
 def tailnet_record(probe):
     """backend_state, ipv4, userspace (and the rest of ``tailscale_status``) from the probe."""
     if not probe or probe.get("rc") != 0:
@@ -157,6 +188,8 @@ def node_status(probe, expect, sinfo=None):
         record["slurm_nodes"] = rows if probe["sinfo"] == sinfo else slurm_rows(probe["sinfo"])
     if probe.get("rented") is not None:  # the head of a mesh with burst pools: the machines it rented
         record["rented"] = rented_rows(probe["rented"])
+    if probe.get("ended") is not None:  # the head of a mesh whose rented machines it watches: the lost ones
+        record["ended"] = ended_rows(probe["ended"])
     in_slurm = slurm_addresses(sinfo).get(expect.get("name"))
     record["problem"], record["detail"] = judge(record, expect, in_slurm)
     record["healthy"] = record["problem"] in HEALTHY_PROBLEMS

@@ -123,8 +123,9 @@ def watched(nodes, plan):
     """The nodes whose machine the head's watch asks the providers about (``meshctl-power watch``):
     every burst pool's node (found by its name) and every other node that is a provider's instance
     meshctl knows, the head's excepted: ``{name: {"instance", "provider", "id"}}``, plus ``pool``
-    for a pool's and ``by_name`` for one the head launches again (a new instance, named as the
-    node, each time)."""
+    for a pool's, ``by_name`` for one the head launches again (a new instance, named as the node,
+    each time) and ``since`` (when meshctl took the instance in, ``meshctl_instance_since``) for one
+    it does not: what a machine taken away had cost by then."""
     found = {name: {k: entry[k] for k in ("instance", "provider", "id", "pool")}
              for name, entry in plan.items() if entry.get("pool")}  # fmt: skip
     for name, hv in sorted((nodes or {}).items()):
@@ -133,8 +134,11 @@ def watched(nodes, plan):
         if name in found or "head" in (hv.get("meshctl_roles") or []) or kind not in PROVIDERS or not instance_id:
             continue
         found[name] = {"instance": instance, "provider": kind, "id": instance_id}
+        since = hv.get("meshctl_instance_since")
         if (plan.get(name) or {}).get("relaunch"):  # launched again under its name: a new id each time
             found[name]["by_name"] = True
+        elif isinstance(since, int) and not isinstance(since, bool) and since >= 0:
+            found[name]["since"] = since
     return found
 
 

@@ -210,4 +210,6 @@ def read(params):
         else None,
         "http": http_get(url, timeout) if url else None,
         "rented": rented_records(params["rented"]) if params.get("rented") else None,
+        # The power program's records of the machines that ended (mesh_watch.ENDED): what was lost.
+        "ended": rented_records(params["ended"]) if params.get("ended") else None,
     }

@@ -130,11 +130,11 @@ def losses(watched, listed, slurm):
             loss.update(instance=f"{provider}:{inst['id']}" if provider else "",
                         why=f"registered {_counted(node['reason'])} GPUs",
                         give_back=inst["id"] if live else "", short=True)  # fmt: skip
-            found.append(loss)
+            found.append(_priced(loss, entry, inst))
             continue
         if not live:
+            provider, inst = mine[-1] if mine else ("", None)
             if mine:
-                provider, inst = mine[-1]
                 loss.update(instance=f"{provider}:{inst['id']}", why=f"{inst['status']} by {provider}",
                             give_back=inst["id"] if pool and inst.get("status") != "terminated" else "")  # fmt: skip
             elif pool:
@@ -142,17 +142,42 @@ def losses(watched, listed, slurm):
             else:
                 loss.update(instance=entry.get("instance") or "",
                             why=f"terminated by {entry.get('provider')} (no longer listed)")  # fmt: skip
-            found.append(loss)
+            found.append(_priced(loss, entry, inst))
             continue
         provider, inst = live[0]
         loss["instance"] = f"{provider}:{inst['id']}"
         if inst.get("status") in ("stopped", "stopping"):
             loss.update(why="stopped outside meshctl", give_back=inst["id"] if pool else "")
-            found.append(loss)
+            found.append(_priced(loss, entry, inst))
         elif pool and base_state(node["state"]) == "down" and node["reason"].startswith(NOT_RESPONDING):
             loss.update(why="stopped answering", give_back=inst["id"])
-            found.append(loss)
+            found.append(_priced(loss, entry, inst))
     return found
+
+
+def _priced(loss, entry, inst):
+    """LOSS with what its machine cost an hour (its provider's listing) and since when meshctl had
+    it (the watched entry's ``since``, a node that is no pool's), where known."""
+    price = (inst or {}).get("price_per_hour")
+    if isinstance(price, (int, float)) and not isinstance(price, bool) and price >= 0:
+        loss["price"] = float(price)
+    since = entry.get("since")
+    if not loss["pool"] and isinstance(since, int) and not isinstance(since, bool) and since >= 0:
+        loss["since"] = since
+    return loss
+
+
+def cost(record, now=None):
+    """``(hours, price, dollars)`` a lost machine ran and cost by its end, from the power program's
+    record of it (``ENDED``: ``at``, ``price``, ``since``); None when the record does not say."""
+    if not isinstance(record, dict):
+        return None
+    at, since, price = record.get("at", now), record.get("since"), record.get("price")
+    numbers = (at, since, price)
+    if any(isinstance(n, bool) or not isinstance(n, (int, float)) for n in numbers) or price < 0 or at < since:
+        return None
+    hours = (at - since) / 3600
+    return hours, float(price), round(hours * price, 2)
 
 
 REQUEUED = "its jobs requeued"  # in every reason the watch gives Slurm (``is_loss`` finds them by it)

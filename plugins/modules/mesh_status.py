@@ -65,6 +65,11 @@ options:
       - The head's folder of its records of the burst pool machines it rented (C(<node>.json), root's);
         each is returned as text (at most 64, 4 KiB each), none opened through a link.
     type: path
+  ended:
+    description:
+      - The head's folder of the power program's records of the rented machines that ended
+        (C(<node>.json), lost or given back); each is returned as text, as O(rented)'s are.
+    type: path
   timeout:
     description: Seconds each command and the URL may take.
     type: int
@@ -113,6 +118,9 @@ status:
     rented:
       description: Each record of O(rented) as text, by node name.
       type: dict
+    ended:
+      description: Each record of O(ended) as text, by node name.
+      type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -132,6 +140,7 @@ def main():
             "share_marker": {"type": "str", "default": ".meshctl-share"},
             "url": {"type": "str"},
             "rented": {"type": "path"},
+            "ended": {"type": "path"},
             "timeout": {"type": "int", "default": 5},
         },
         supports_check_mode=True,

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,19 @@ def test_the_plan_watches_every_rented_node_and_pool_node_never_the_head():
     plan = core.power_save.power_plan(nodes, pools=pools)
     assert plan["watched"] == {"gpu2": {"instance": "lambda:i1", "provider": "lambda", "id": "i1"},
                                "h100-1": {"instance": "", "provider": "", "id": "", "pool": "h100"}}  # fmt: skip
+    # Since when meshctl had the machine (mesh.yml's meshctl_instance_since) goes with it, a time only.
+    nodes["gpu2"]["meshctl_instance_since"] = 1_800_000_000
+    assert core.power_save.power_plan(nodes, pools=pools)["watched"]["gpu2"]["since"] == 1_800_000_000
+    nodes["gpu2"]["meshctl_instance_since"] = "yesterday"
+    assert "since" not in core.power_save.power_plan(nodes, pools=pools)["watched"]["gpu2"]
+
+
+def test_a_lost_machines_cost_is_its_hours_at_its_price_only_where_the_record_says_both():
+    assert watch.cost({"at": 7200 + 100, "since": 100, "price": 2.5}) == (2.0, 2.5, 5.0)
+    assert watch.cost({"at": 100, "since": None, "price": 2.5}) is None
+    assert watch.cost({"at": 100, "since": 200, "price": 2.5}) is None  # ended before it began: not a record's
+    assert watch.cost({"at": 100, "since": 50, "price": True}) is None
+    assert watch.cost("text") is None
 
 
 @pytest.fixture
@@ -235,6 +249,24 @@ def test_the_watch_gives_a_pool_machine_taken_away_back_sets_its_node_down_and_o
         assert "scontrol" not in calls, calls  # offered once
 
 
+def test_the_watch_records_what_a_static_nodes_lost_machine_cost_an_hour_and_since_when(head):
+    with Standin("lambda") as api:
+        machine = api.add("gpu2", "gpu_1x_h100_sxm5", 1, 3.29)
+        (head.conf / "api-urls.json").write_text(json.dumps({"lambda": api.url}))
+        since = int(time.time()) - 7200  # meshctl took it in two hours ago
+        watched = {"gpu2": {"instance": f"lambda:{machine.id}", "provider": "lambda", "id": machine.id,
+                            "since": since}}  # fmt: skip
+        (head.conf / "watched.json").write_text(json.dumps(watched))
+        api.take_away(machine)
+        done, calls = head("gpu2|mixed|gpu:h100:1|none\n")
+        assert done.returncode == 0 and "nodename=gpu2 state=down" in calls, (done.stderr, calls)
+        assert "power_down_force" not in calls and ("POST", "/api/v1/instance-operations/terminate") not in api.requests
+        record = json.loads((head.state / watch.ENDED / "gpu2.json").read_text())
+        assert record["price"] == 3.29 and record["since"] == since and record["lost"], record
+        hours, price, dollars = watch.cost(record)
+        assert 2 <= hours < 2.1 and price == 3.29 and dollars == round(hours * 3.29, 2), (hours, dollars)
+
+
 def test_the_watch_judges_nobody_while_a_provider_does_not_answer_and_says_so_once(head):
     (head.conf / "api-urls.json").write_text(json.dumps({"lambda": "http://127.0.0.1:9"}))  # nothing listens
     (head.conf / "watched.json").write_text(json.dumps(STATIC))
@@ -286,3 +318,10 @@ def test_the_watch_gives_back_machines_short_of_gpus_and_stops_after_the_second_
         assert second.state == "terminated"
         done, calls = head(f"h100-1|drained~|gpu:h100:1|{reason}\n")
         assert "state=idle" not in calls, calls  # no third
+
+
+def test_the_folder_of_ended_machines_is_named_once_for_the_roles_and_the_program():
+    defaults = resources.role_defaults("mesh")
+    assert defaults["mesh_power_ended_dir"] == "{{ mesh_power_state_dir }}/" + watch.ENDED
+    readers = (resources.roles_dir() / "relaunch" / "vars" / "main.yml").read_text()
+    assert 'ended: "{{ mesh_power_ended_dir }}"' in readers  # `meshctl status` reads it on the head

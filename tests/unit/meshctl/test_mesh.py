@@ -262,6 +262,22 @@ def test_host_variables_meshctl_sets_or_ansible_cannot_name_are_refused(tmp_path
         m.load()
 
 
+def test_since_when_meshctl_has_a_nodes_instance_is_recorded_kept_and_new_with_a_new_instance(tmp_path):
+    m = Mesh(tmp_path)
+    node = Node("gpu2", "198.51.100.7", state="active", instance="lambda:i1", since=1_700_000_000)
+    m.save([node], {})
+    assert "meshctl_instance_since: 1700000000" in m.inventory.read_text()
+    loaded = m.load()[0][0]
+    assert loaded.since == 1_700_000_000 and "meshctl_instance_since" not in loaded.extra
+    loaded.move_to("198.51.100.7", 22, "lambda:i1")  # the same machine: the same since
+    assert loaded.since == 1_700_000_000
+    loaded.move_to("198.51.100.8", 22, "lambda:i2")  # another machine: since now
+    assert loaded.since is not None and loaded.since > 1_700_000_000
+    m.inventory.write_text(m.inventory.read_text().replace("1700000000", "yesterday"))
+    with pytest.raises(InventoryError, match="meshctl_instance_since is 'yesterday', not a time in seconds"):
+        m.load()
+
+
 def test_a_local_head_runs_the_systems_python_not_meshctls():
     hv = Node("desk", "127.0.0.1", roles=["head", "compute"], connection="local", mesh_address="100.64.0.1").hostvars()
     assert hv["ansible_python_interpreter"] == "/usr/bin/python3"

@@ -63,6 +63,7 @@ def test_a_request_as_the_roles_make_it_passes():
         ({"sinfo": "yes"}, "sinfo"),
         ({"mount_path": "relative/path"}, "absolute path"),
         ({"rented": "../burst; cat /etc/shadow"}, "rented is not an absolute path"),
+        ({"ended": "ended && reboot"}, "ended is not an absolute path"),
         ({"url": "http://100.64.0.1:5000/api/2.0/mlflow/experiments"}, "health URL"),
         ({"url": "file:///etc/shadow"}, "health URL"),
         ({"expect": {"controller": "Head Node"}}, "node name"),
@@ -103,14 +104,19 @@ def test_the_script_sent_to_a_node_reads_it_with_the_standard_library(tmp_path):
     (tmp_path / "secret").write_text("not a record\n")
     (rented / "h100-2.json").symlink_to(tmp_path / "secret")
     (rented / "notes.txt").write_text("no record\n")
+    ended = tmp_path / "ended"  # the power program's records of the machines that ended: read the same way
+    ended.mkdir()
+    (ended / "gpu2.json").write_text('{"node": "gpu2", "lost": true}\n')
+    (ended / "h100-1.json").symlink_to(tmp_path / "secret")
     request = {**REQUEST, "services": ["meshctl-no-such-unit"], "mount_path": str(tmp_path / "share"),
-               "rented": str(rented)}  # fmt: skip
+               "rented": str(rented), "ended": str(ended)}  # fmt: skip
     assert quickread.request_problem(request) is None
     done = subprocess.run([sys.executable, "-c", quickread.BOOT], input=quickread.script(request), text=True,
                           capture_output=True, timeout=60, check=True)  # fmt: skip
     status = json.loads(done.stdout)
-    assert set(status) == {"services", "sinfo", "tailscale", "mount", "http", "rented"}
+    assert set(status) == {"services", "sinfo", "tailscale", "mount", "http", "rented", "ended"}
     assert status["rented"] == {"h100-1": '{"node": "h100-1"}\n'}
+    assert status["ended"] == {"gpu2": '{"node": "gpu2", "lost": true}\n'}
     assert (
         list(status["services"]) == ["meshctl-no-such-unit"] and status["services"]["meshctl-no-such-unit"] != "active"
     )

@@ -179,6 +179,65 @@ def test_a_node_whose_machine_the_head_found_taken_away_says_what_was_lost_and_t
     assert "start it (it rejoins by itself)" not in result.output
 
 
+def test_a_lost_rented_nodes_row_says_what_its_machine_cost_until_it_was_lost(mesh, fake):
+    """The watch records the lost machine's price (its provider's list) and since when meshctl had it
+    (mesh.yml's meshctl_instance_since, passed on in the power plan); status reads that record on
+    the head and says the hours and their sum, before the fix."""
+    nodes, _ = mesh.load()
+    taken_in = 1_800_000_000
+    for node in nodes:
+        if node.name == "cpu1":
+            node.instance, node.since = "lambda:i1", taken_in
+    mesh.save(nodes, {})
+    hv = {n.name: n.hostvars() for n in mesh.load()[0]}
+    watched = core.power_save.watched(hv, {})
+    assert watched["cpu1"] == {"instance": "lambda:i1", "provider": "lambda", "id": "i1", "since": taken_in}
+    listed = {"lambda": [{"id": "i1", "name": "cpu1", "status": "preempted", "price_per_hour": 3.29}]}
+    loss = core.mesh_watch.losses(watched, listed, {"cpu1": {"state": "allocated", "reason": ""}})[0]
+    assert loss["price"] == 3.29 and loss["since"] == taken_in
+    said = core.mesh_text.slurm_reason("meshctl: " + core.mesh_watch.reason(loss))
+    # meshctl-power's record of it (ended/<node>.json), 2.5 h after meshctl took it in
+    ended = {"node": "cpu1", "at": taken_in + 9000, "instances": ["lambda:i1"], "why": loss["why"], "lost": True,
+             "pool": "", "offered": 0, "short": 0, "price": loss["price"], "since": loss["since"]}  # fmt: skip
+    head = head_read(sinfo_read=sinfo(cpu1=f"down|(null)|{said}"))
+    fake.reads = {**healthy_reads(), "head": {**head, "ended": {"cpu1": json.dumps(ended)}}}
+    fake.unreachable = ["cpu1"]
+    result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "400"})
+    assert result.exit_code == 7, result.output
+    assert ("lambda:i1 preempted by lambda after 2.5 h at $3.29/h ($8.22); its jobs requeued: `meshctl launch` it "
+            "again, or `meshctl remove-node cpu1`") in result.output, result.output  # fmt: skip
+    # A record of another machine (the node launched again since) says nothing of this one's cost.
+    fake.reads["head"]["ended"] = {"cpu1": json.dumps({**ended, "instances": ["lambda:i0"]})}
+    result = CliRunner().invoke(cli, ["status", "--mesh", str(mesh.path)], env={"COLUMNS": "400"})
+    assert "lambda:i1 preempted by lambda; its jobs requeued" in result.output and "$8.22" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('{"node": "cpu1", "at": 100, "instances": ["lambda:i1"], "why": "preempted by lambda", "lost": true}', True),
+        (
+            '{"node": "cpu1", "at": 100, "instances": ["lambda:i1"], "why": "given back when idle", "lost": false}',
+            False,
+        ),
+        ('{"node": "cpu2", "at": 100, "instances": ["lambda:i1"], "why": "x", "lost": true}', False),  # not its name
+        ('{"node": "cpu1", "at": "100", "instances": ["lambda:i1"], "why": "x", "lost": true}', False),
+        ('{"node": "cpu1", "at": 100, "instances": ["lambda:i1"], "why": "a\\u001b[2Jb", "lost": true}', False),
+        ("[1, 2]", False),
+    ],
+)
+def test_the_heads_records_of_lost_machines_are_read_as_data(text, kept):
+    rows = flt().ended_rows({"cpu1": text})
+    assert ("cpu1" in rows) is kept
+    if kept:
+        assert rows["cpu1"] == {"instance": "lambda:i1", "why": "preempted by lambda", "at": 100, "price": None,
+                                "since": None}  # fmt: skip
+        record = {"name": "head", "services": {}, "problem": "", "healthy": True, "ended": rows}
+        assert health.checked("head", record)[1] is None
+        bad = {**rows["cpu1"], "price": "3.29"}
+        assert "price is not $/h" in health.checked("head", {**record, "ended": {"cpu1": bad}})[1]
+
+
 def with_addresses(read, **addresses):
     """The head's read with each node's address in Slurm beside its rows (sinfo --format=%N|%o)."""
     wanted = {"head": "100.64.0.1", "gpu1": "100.64.0.2", "cpu1": "100.64.0.3", **addresses}
