@@ -718,6 +718,8 @@ def cheapest(rows: list[Offer], max_price: float | None = None) -> Offer | None:
     return next((o for o in rows if o.available and (max_price is None or o.price_per_hour <= max_price)), None)
 
 
-def no_offer_sources(mesh: Mesh) -> list[str]:
-    """The configured providers whose API lists nothing to rent (``offers`` answers none by design)."""
-    return [p for p in configured(mesh) if capabilities(p).price == "setting"]
+def no_offer_sources(mesh: Mesh, mesh_vars: dict) -> list[str]:
+    """The configured providers whose API lists nothing to rent and whose types the mesh prices
+    none of (``<provider>_prices``: only the types it prices are offered)."""
+    return [p for p in configured(mesh) if capabilities(p).price == "setting"
+            and not mesh.setting(f"{p}_prices", mesh_vars)]  # fmt: skip

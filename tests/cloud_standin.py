@@ -50,7 +50,8 @@ class Machine:
     disk: dict = field(default_factory=dict)  # a Runpod pod's container disk: wiped on stop
     args: str = ""  # a Runpod pod's args (its start command; "": the image's)
     env: dict = field(default_factory=dict)  # a Runpod pod's environment (PUBLIC_KEY: the key its image authorizes)
-    region: str = "us-east-1"  # a Lambda instance's region
+    region: str = "us-east-1"  # a Lambda instance's region (a Paperspace machine's too)
+    template: str = ""  # a Paperspace machine's OS template (its keys are the template's)
     keys: list = field(default_factory=list)  # a Lambda instance's SSH key names, and the public keys they name
     public_keys: list = field(default_factory=list)
     cloud: str = "SECURE"  # a Runpod pod's cloud
@@ -234,6 +235,9 @@ class Standin:
             ("NVIDIA H100 80GB HBM3", "H100 SXM", 2.69, 0.0, 8, 0, "LOW"),
             ("NVIDIA A100 80GB PCIe", "A100 PCIe", 1.64, 1.19, 8, 8, "NONE"),
         ]
+        # Paperspace: where a machine type can be had now, type -> regions (a type not named: anywhere
+        # while the backend has capacity), as GET /machine-availability answers for one type and region.
+        self.availability: dict[str, set[str]] = {}
         # Runpod: GPUs of a type free now in a cloud, (id, cloud) -> count; its ceiling when not said.
         self.stock: dict[tuple[str, str], int] = {}
         # Runpod: the account's network volumes, id -> NetworkVolume (add_volume); each bills by its size.
@@ -635,7 +639,9 @@ class Standin:
         if path == "/v1/machine-availability" and method == "GET":
             if not (query or {}).get("machineType") or not (query or {}).get("region"):
                 return 400, {"code": "BAD_REQUEST", "message": "machineType and region are required"}
-            return 200, {"available": self.backend.capacity > 0}
+            kind, region = query["machineType"], query["region"]
+            free = region in self.availability[kind] if kind in self.availability else True
+            return 200, {"available": self.backend.capacity > 0 and free}
         if path == "/v1/machines" and method == "GET":
             live = self._live()
             size = min(self.page_size, int((query or {}).get("limit", 120)))
@@ -646,11 +652,14 @@ class Standin:
                          "items": [self.render(m) for m in page]}  # fmt: skip
         if path == "/v1/machines" and method == "POST":
             self.emailed.append(body.get("emailPassword", True))  # the document's default: mailed
-            if self.backend.capacity <= 0:
+            kind, region = body.get("machineType", "A4000"), body.get("region")
+            if self.backend.capacity <= 0 or region not in self.availability.get(kind, {region}):
                 return 400, {"code": "BAD_REQUEST", "message": "Machine type is out of capacity in this region"}
             self.backend.capacity -= 1
-            kind = body.get("machineType", "A4000")
-            machine = self.add(body.get("name") or "", kind, 1, 0.76)
+            gpus = int(m.group(1)) if (m := re.search(r"x(\d+)\Z", kind)) else 0 if re.match(r"C\d", kind) else 1
+            machine = self.add(body.get("name") or "", kind, gpus, 0.76)
+            machine.region, machine.template = region, body.get("templateId") or ""
+            self.backend.created(machine)
             if self.fail_create_after:
                 return self.fail_create_after, self._error(self.fail_create_after, "internal error", code="INTERNAL")
             return 200, {"data": self.render(machine), "event": {"id": "ev1", "name": "create", "state": "new"}}

@@ -49,6 +49,7 @@ def command(gpu, provider, show_all, as_json, mesh_dir) -> None:
         elif not shown:
             display.echo("nothing available matches" + (" (`--all` shows what is not available now)" if rows else ""))
         for name in silent:
-            display.echo(f"{name}: its API lists no machine types or prices; `meshctl launch {name} --type T` "
-                         "rents one by name")  # fmt: skip
+            display.echo(f"{name}: its API lists no machine types or prices: set `{name}_prices: {{TYPE: $/h}}` in "
+                         f"group_vars/all.yml to have those types offered, or `meshctl launch {name} --type T` rents "
+                         "one by name")  # fmt: skip
     found.raise_for_problems()

@@ -54,6 +54,6 @@ def offers(w: Work, gpu: str | None = None, provider: str | None = None) -> Offe
     """What the configured providers (or PROVIDER) rent now, of GPU (``H100``, ``H100:8``) when named."""
     wanted, count = cloud.parse_gpu(gpu)
     rows, problems = cloud.offers(w.mesh, w.mesh_vars, wanted, count, provider)
-    silent = [p for p in cloud.no_offer_sources(w.mesh) if not provider or p == provider]
+    silent = [p for p in cloud.no_offer_sources(w.mesh, w.mesh_vars) if not provider or p == provider]
     configured = cloud.configured(w.mesh)
     return Offers(rows, problems, silent, configured, [provider] if provider else configured)

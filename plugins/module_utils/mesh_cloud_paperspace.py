@@ -8,7 +8,8 @@ may change when it starts again (a dynamic IP). A machine's GPUs are its ``accel
 (``[{name, count, memory}]``; a CPU machine has none or null). The machine object has a
 ``usageRate`` the document calls only "the usage rate of the machine" (no unit, no currency), and the
 API lists no machine types or prices: meshctl shows a price only where the mesh sets one per machine
-type (``paperspace_prices`` in group_vars/all.yml), and offers none. Errors are ``{code, message,
+type (``paperspace_prices`` in group_vars/all.yml), and offers only those types: each in the
+datacenters GET /machine-availability says have one now (REGIONS). Errors are ``{code, message,
 details}``.
 """
 
@@ -24,6 +25,7 @@ from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import (
     instance,
     launch_option,
     message_of,
+    offer,
 )
 
 NAME = "paperspace"
@@ -57,6 +59,11 @@ PAGE = 120  # the most machines one page holds
 STATUS = {"ready": "running", "serviceready": "starting", "starting": "starting", "provisioning": "starting",
           "restarting": "starting", "upgrading": "starting", "stopping": "stopping", "off": "stopped",
           "failed": "unhealthy"}  # fmt: skip
+# The datacenters Paperspace's GPU machines run in, by the names its API and CLI take for a region
+# ("Machines Availability", docs.digitalocean.com/products/paperspace/machines/details/availability,
+# read 2026-12-02: NY2, AMS1, CA1; the names as Paperspace's create examples give them).
+REGIONS = ("East Coast (NY2)", "Europe (AMS1)", "West Coast (CA1)")
+TYPE_RE = re.compile(r"[A-Za-z0-9+-]{1,32}")  # a machine type's name (A4000, A100-80Gx8, GPU+)
 CPU_TYPES = re.compile(r"^(C\d+|Air|Standard|Pro|Advanced)\Z", re.IGNORECASE)
 
 
@@ -80,6 +87,11 @@ def gpu_count(machine_type):
         return 0
     match = re.search(r"x(\d{1,4})\Z", machine_type)
     return int(match.group(1)) if match else 1
+
+
+def gpu_name(machine_type):
+    """The GPU of a machine type by its name: ``A100-80Gx8`` is an A100-80G machine with 8."""
+    return re.sub(r"x\d{1,4}\Z", "", machine_type)
 
 
 def accelerators(data):
@@ -183,8 +195,18 @@ class Client:
         self.http.request("DELETE", f"/machines/{instance_id}")
 
     def offers(self, count=None):
-        """None: Paperspace's API lists no machine types, prices or availability (``meshctl offers`` says so)."""
-        return []
+        """The GPU machine types the mesh prices (``paperspace_prices``: the API lists no types or
+        prices), each in the datacenters that have one now (one GET /machine-availability per type
+        and region); a type it does not price is never offered."""
+        found = []
+        for kind, price in sorted(self.prices.items()):
+            if not isinstance(kind, str) or not TYPE_RE.fullmatch(kind) or not gpu_count(kind):
+                continue
+            regions = [region for region in REGIONS if self.available(kind, region)]
+            made = offer(NAME, kind, gpu_name(kind), gpu_count(kind), price, regions, bool(regions))
+            if made:
+                found.append(made)
+        return found
 
     def register_key(self, key_name, public_key):
         raise CloudError("paperspace takes a machine's keys from its OS template, not from meshctl",

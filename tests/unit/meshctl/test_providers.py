@@ -739,6 +739,35 @@ def test_paperspace_is_asked_for_availability_before_a_create(mesh, monkeypatch)
         assert "/v1/machine-availability?machineType=A4000&region=ny2" in [p for _m, p in api.requests]
 
 
+def test_paperspace_offers_the_types_the_mesh_prices_where_they_are_available_now(mesh, monkeypatch):
+    """Paperspace's API lists no machine types or prices: a type the mesh prices (paperspace_prices)
+    is offered, in the datacenters GET /machine-availability says have one now; a CPU type, or one
+    it does not price, never is. A pool or `launch --gpu` can then rent one as any other offer."""
+    with Standin("paperspace") as api:
+        monkeypatch.setenv("MESHCTL_PAPERSPACE_API_URL", api.url)
+        cloud.add_account(mesh, {}, "paperspace", KEY)
+        ps = mod("mesh_cloud_paperspace")
+        api.availability = {"H100": {"West Coast (CA1)"}, "A100-80Gx8": set()}
+        prices = {"H100": 5.95, "A100-80Gx8": 25.44, "C5": 0.08}
+        rows, problems = cloud.offers(mesh, {"paperspace_prices": prices}, "H100", 1)
+        assert problems == {}
+        assert [(o.type, o.gpu, o.gpus, o.price_per_hour, o.regions, o.available) for o in rows] == [
+            ("H100", "H100", 1, 5.95, ["West Coast (CA1)"], True)]  # fmt: skip
+        everything, _ = cloud.offers(mesh, {"paperspace_prices": prices}, None, None)
+        assert {o.type: o.available for o in everything} == {"H100": True, "A100-80Gx8": False}  # no C5
+        asked = [p for _m, p in api.requests if p.startswith("/v1/machine-availability")]
+        assert "/v1/machine-availability?machineType=C5&region=East+Coast+%28NY2%29" not in asked
+        assert len([p for p in asked if "machineType=H100&" in p]) >= len(ps.REGIONS)  # each datacenter asked
+        assert cloud.offers(mesh, {}, "H100", 1)[0] == []  # nothing priced: nothing offered
+        shown = CliRunner().invoke(cli, ["offers", "--mesh", str(mesh.path)], env={"COLUMNS": "200"})
+        assert "set `paperspace_prices: {TYPE: $/h}` in group_vars/all.yml" in shown.output, shown.output
+        (mesh.path / "group_vars").mkdir(exist_ok=True)
+        (mesh.path / "group_vars" / "all.yml").write_text("paperspace_prices: {H100: 5.95}\n")
+        shown = CliRunner().invoke(cli, ["offers", "--mesh", str(mesh.path), "--gpu", "H100"], env={"COLUMNS": "200"})
+        assert "paperspace" in shown.output and "5.95" in shown.output and "paperspace_prices" not in shown.output
+        assert ps.gpu_name("A100-80Gx8") == "A100-80G" and ps.gpu_name("H100") == "H100"
+
+
 def test_a_paperspace_start_answered_currently_starting_is_no_failure():
     """PATCH /machines/{id}/start answers 409 "This machine is currently starting." while the machine
     is on its way: the start is done. A 409 on a machine that is not starting stays an error."""
