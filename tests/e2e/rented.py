@@ -211,28 +211,37 @@ FRESH_BOOT = (
     + "systemctl restart slurmd\n"
 )
 
-# A new Lambda instance: Lambda's user with sudo, and slurmd under the boot clock. From the ready
-# image (slurmd installed, nothing of the mesh) as on n1; from the bare one (Debian 13's
-# bed), where Debian's package installs it later as /usr/sbin/slurmd-wlm, which /usr/sbin/slurmd is
-# an alternative for, the clock is laid at /usr/sbin/slurmd first (update-alternatives leaves it).
-VM_USER = (
-    "set -e\nid ubuntu >/dev/null 2>&1 || useradd -m -s /bin/bash ubuntu\n"
-    "echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users\n"
-    "chmod 440 /etc/sudoers.d/90-cloud-init-users\n"
-)
-VM = {"bare": VM_USER + boot_clock("/usr/sbin/slurmd-wlm"),
-      "ready": VM_USER + FRESH_BOOT.removesuffix("systemctl restart slurmd\n")}  # fmt: skip
+
+# A new VM: its provider's user with sudo (Lambda's ubuntu, Paperspace's paperspace), and slurmd
+# under the boot clock. From the ready image (slurmd installed, nothing of the mesh) as on n1; from
+# the bare one, where Debian's package installs it later as /usr/sbin/slurmd-wlm, which
+# /usr/sbin/slurmd is an alternative for, the clock is laid at /usr/sbin/slurmd first
+# (update-alternatives leaves it).
+def vm_script(image: str, user: str) -> str:
+    """The shell script that makes a container of IMAGE ("bare" or "ready") a new VM of USER's."""
+    sudo = (
+        f"set -e\nid {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}\n"
+        f"echo '{user} ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-cloud-init-users\n"
+        "chmod 440 /etc/sudoers.d/90-cloud-init-users\n"
+    )
+    clock = (
+        boot_clock("/usr/sbin/slurmd-wlm") if image == "bare" else FRESH_BOOT.removesuffix("systemctl restart slurmd\n")
+    )
+    return sudo + clock
 
 
 class Instances(DockerBackend):
-    """Lambda's instances as Docker nodes: a launch is a new container PREFIX<id> at the next address
-    (RENTED's .FIRST on), with simulated GPUs when GPUS. The first BARE instances start from the
-    bare node image, as a real VM does (nothing the roles install on it); the others from the ready
-    image when it is built (docs/testing.md, "Which bed tests which path")."""
+    """A provider's VMs as Docker nodes (Lambda's unless USER says another's login): a launch is a
+    new container PREFIX<id> at the next address (RENTED's .FIRST on), with simulated GPUs when
+    GPUS. The first BARE instances start from the bare node image, as a real VM does (nothing the
+    roles install on it); the others from the ready image when it is built (docs/testing.md, "Which
+    bed tests which path"). USER is authorized the keys the launch named (Lambda's) and those of its
+    OS template (Paperspace's: ``templates``, template id -> public keys, as the user made it)."""
 
-    def __init__(self, prefix: str, first: int, gpus: bool = False, bare: int = 0):
+    def __init__(self, prefix: str, first: int, gpus: bool = False, bare: int = 0, user: str = "ubuntu"):
         super().__init__(create=self.make)
-        self.prefix, self.gpus, self.bare = prefix, gpus, bare
+        self.prefix, self.gpus, self.bare, self.user = prefix, gpus, bare, user
+        self.templates: dict[str, list[str]] = {}
         self.images: dict[str, str] = {}  # instance id -> the image it started from
         self.addresses = (RENTED.address(n) for n in itertools.count(first))
 
@@ -245,11 +254,11 @@ class Instances(DockerBackend):
         args = nodes.run_args(nodes.Node(name, ip), image, SPEC.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")
-        vm = VM["ready" if image == ready.ready_tag(SUITE) else "bare"]
+        vm = vm_script("ready" if image == ready.ready_tag(SUITE) else "bare", self.user)
         subprocess.run(["docker", "exec", "-i", name, "bash"], input=vm, text=True, check=True)
         install_standin(name, [TS_KEY])  # the mesh runs over Tailscale (the stand-in)
-        for key in machine.public_keys:
-            nodes.authorize(name, key, user="ubuntu")
+        for key in [*machine.public_keys, *self.templates.get(machine.template, [])]:
+            nodes.authorize(name, key, user=self.user)
         if self.gpus:  # the instance type's GPUs, simulated (molecule/resources/simulate-gpus)
             subprocess.run([str(SIMULATE_GPUS), name], capture_output=True, check=True)
         machine.ip = ip

@@ -40,6 +40,9 @@ from tests.e2e.rented import GATEWAY, HEAD_CONTAINER, JOB_USER, SUITE, Instances
 pytestmark = pytest.mark.e2e
 
 LAUNCHED = "burst-i"  # the prefix of the containers Lambda's stand-in launches here
+CREATED = "burst-p"  # and Paperspace's
+TEMPLATE = "tmpl-pool"  # the Paperspace OS template the pool rents from: it authorizes the head's key
+PAPERSPACE_H100 = 3.39  # paperspace_prices' H100: above Lambda's 3.29 (rented first), within the pool's 3.5
 IDLE = 60
 COOLDOWN = 30
 REPO = Path(__file__).resolve().parents[2]
@@ -84,8 +87,8 @@ def diagnosis(job: str | None = None) -> str:
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
 
 
-def live(instances) -> list:
-    return [m for m in instances.machines.values() if m.state not in ("terminated",)]
+def live(*backends) -> list:
+    return [m for b in backends for m in b.machines.values() if m.state not in ("terminated",)]
 
 
 OUTLIVE = f"/mnt/shared-slurm/users/{JOB_USER}/outlive"  # the example's copy on the share: its checkpoints too
@@ -123,46 +126,60 @@ def training_said(job: str) -> str:
 
 @pytest.fixture(scope="module")
 def bed(rented):
+    """Lambda's stand-in and Paperspace's (its H100 priced in paperspace_prices, dearer than
+    Lambda's), both accounts on the mesh: the pool rents from either."""
     instances = Instances(LAUNCHED, 41, gpus=True, bare=1)  # the first from bare: a real VM's
-    stale = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=^{LAUNCHED}"], capture_output=True, text=True,
-                           check=False).stdout.split()  # fmt: skip
-    if stale:
-        subprocess.run(["docker", "rm", "-f", "-v", *stale], capture_output=True, check=False)
+    machines = Instances(CREATED, 61, gpus=True, user="paperspace")  # Paperspace's: its template's keys
+    for prefix in (LAUNCHED, CREATED):
+        stale = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=^{prefix}"], capture_output=True,
+                               text=True, check=False).stdout.split()  # fmt: skip
+        if stale:
+            subprocess.run(["docker", "rm", "-f", "-v", *stale], capture_output=True, check=False)
     try:
-        with Standin("lambda", instances, bind=GATEWAY) as lambda_:
+        with Standin("lambda", instances, bind=GATEWAY) as lambda_, \
+                Standin("paperspace", machines, bind=GATEWAY) as paperspace:  # fmt: skip
             lambda_.instance_types = {
                 CHEAPEST: ("NVIDIA H100 (80 GB PCIe)", 1, 249, ["us-east-1"]),
                 NEXT: ("NVIDIA H100 (80 GB SXM5)", 1, 329, ["us-east-1"]),
                 "gpu_1x_a10": ("NVIDIA A10 (24 GB PCIe)", 1, 75, ["us-east-1"]),
             }
-            env = {"MESHCTL_LAMBDA_API_URL": lambda_.url}
-            key_file = rented.root / "lambda.key"
-            key_file.write_text(KEY + "\n")
-            key_file.chmod(0o600)
-            stored = rented.meshctl("provider", "add", "lambda", "--key-file", str(key_file), env=env)
-            assert stored.returncode == 0, stored.stdout + stored.stderr
+            env = {"MESHCTL_LAMBDA_API_URL": lambda_.url, "MESHCTL_PAPERSPACE_API_URL": paperspace.url}
+            for provider in ("lambda", "paperspace"):
+                key_file = rented.root / f"{provider}.key"
+                key_file.write_text(KEY + "\n")
+                key_file.chmod(0o600)
+                stored = rented.meshctl("provider", "add", provider, "--key-file", str(key_file), env=env)
+                assert stored.returncode == 0, stored.stdout + stored.stderr
             with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
-                handle.write(f"mesh_burst_cooldown: {COOLDOWN}\n")
-            # The pool's machines (Lambda's) train: PyTorch in their job environment (the head's
-            # copy of the mesh has it from the first converge, `burst add`'s).
-            (rented.mesh / "group_vars" / "lambda.yml").write_text(torch_settings())
-            yield rented, env, lambda_, instances
+                handle.write(f"mesh_burst_cooldown: {COOLDOWN}\npaperspace_prices: {{H100: {PAPERSPACE_H100}}}\n")
+            # The pool's machines train: PyTorch in their job environment (the head's copy of the
+            # mesh has it from the first converge, `burst add`'s).
+            for provider in ("lambda", "paperspace"):
+                (rented.mesh / "group_vars" / f"{provider}.yml").write_text(torch_settings())
+            yield rented, env, lambda_, instances, paperspace, machines
             removed = rented.meshctl("burst", "remove", "h100", env=env)
             assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
-            forget_accounts(rented, "lambda")
+            forget_accounts(rented, "lambda", "paperspace")
     finally:
-        (rented.mesh / "group_vars" / "lambda.yml").unlink(missing_ok=True)
-        for container in instances.containers.values():
+        for provider in ("lambda", "paperspace"):
+            (rented.mesh / "group_vars" / f"{provider}.yml").unlink(missing_ok=True)
+        settings = rented.mesh / "group_vars" / "all.yml"  # the next file's mesh prices no Paperspace type
+        settings.write_text(settings.read_text().replace(f"paperspace_prices: {{H100: {PAPERSPACE_H100}}}\n", ""))
+        for container in [*instances.containers.values(), *machines.containers.values()]:
             subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
 
 
 def test_a_pool_is_declared_as_slurm_cloud_nodes_after_every_other_node(bed):
-    rented, env, _lambda, _instances = bed
+    rented, env, _lambda, _instances, _paperspace, machines = bed
     # The bed's machines are containers with this machine's 2 CPUs, fewer than the offers' specs say:
     # the pool is told what each has at least (else the smallest offer's, 30 CPUs and 200 GiB).
+    # From Lambda or Paperspace, whichever is cheapest and can be had: a Paperspace machine from the
+    # OS template TEMPLATE, which the user made to authorize the head's key (the head rents with it).
     added = rented.meshctl("burst", "add", "h100", "--gpu", "H100:1", "--max-nodes", "2", "--max-price", "3.5",
-                           "--idle", f"{IDLE}s", "--cpus", "1", "--memory", "1", env=env)  # fmt: skip
+                           "--idle", f"{IDLE}s", "--cpus", "1", "--memory", "1", "--template-id", TEMPLATE,
+                           env=env)  # fmt: skip
     assert added.returncode == 0, added.stdout[-4000:] + added.stderr
+    machines.templates[TEMPLATE] = [on_head("cat /var/lib/meshctl/control/head_ed25519.pub")]
     assert "pool h100: Slurm nodes h100-[1-2] (partition h100)" in added.stdout, added.stdout[-2000:]
     assert KEY not in added.stdout + added.stderr
     pools = yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["vars"]["burst_pools"]
@@ -188,7 +205,7 @@ def test_a_pool_is_declared_as_slurm_cloud_nodes_after_every_other_node(bed):
 def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed):
     """The job is a training run (examples/ddp, checkpoints on the share) that the next test
     takes the machine away from, mid-run."""
-    rented, env, lambda_, instances = bed
+    rented, env, lambda_, instances, _paperspace, machines = bed
     lambda_.refuse({"instance_type_name": CHEAPEST}, "capacity")
     copy_example()
     seen = journal_lines()
@@ -207,8 +224,10 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     said = journal(seen)
     node = on_head(f"squeue -h -j {job} -o %N") or on_head(f"sacct -X -n -j {job} -o NodeList%30").strip()
     assert node in ("h100-1", "h100-2"), (node, diagnosis(job))
-    rented_now = [m for m in live(instances) if m.name == node]
-    assert len(rented_now) == 1 and rented_now[0].kind == NEXT, [(m.name, m.kind, m.state) for m in live(instances)]
+    rented_now = [m for m in live(instances, machines) if m.name == node]
+    assert len(rented_now) == 1 and rented_now[0].kind == NEXT, [
+        (m.name, m.kind, m.state) for m in live(instances, machines)
+    ]
     assert instances.images[rented_now[0].id] == images.spec_for(SUITE).node_tag  # set up from bare
     # It registered with its GPU: never drained, the job never requeued.
     assert "Restarts=0" in on_head(f"scontrol show job {job}"), diagnosis(job)
@@ -252,16 +271,20 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
 def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     """The training run the rent above started, mid-run: Lambda preempts its machine. The head's
     watch sets the node DOWN with Lambda's word (the job requeued at once), gives the machine back,
-    and the pool rents a replacement; then that machine stops answering (paused), and after
-    Slurm's grace the watch gives it back and the pool rents another. The run resumes from its
-    checkpoint each time, in the same MLflow run, and completes, each step logged once; `usage`
-    lists the three machines, the lost two with why."""
-    rented, env, lambda_, instances = bed
+    and the pool rents a replacement: Lambda has no capacity left for either H100 type, so the
+    cheapest offer that can be had is Paperspace's. Then that machine stops answering (paused),
+    and after Slurm's grace the watch gives it back (Paperspace deletes it) and the pool rents
+    another, from Lambda again. The run resumes from its checkpoint each time, in the same MLflow
+    run, and completes, each step logged once; `usage` lists the three machines, the lost two with
+    why."""
+    rented, env, lambda_, instances, paperspace, machines = bed
     job, node, first = TRAINING["job"], TRAINING["node"], TRAINING["first"]
     assert wait_for(lambda: training_said(job).count("checkpoint of step") >= 2, 300, 2), diagnosis(job)
     assert slurm_job_state(HEAD_CONTAINER, job) == "RUNNING", (training_said(job)[-2000:], diagnosis(job))
     seen = journal_lines()
     figures = {}
+    for kind in (CHEAPEST, NEXT):  # Lambda has no H100 left for the replacement
+        lambda_.refuse({"instance_type_name": kind}, "capacity")
     taken = time.monotonic()
     lambda_.take_away(first)  # Lambda preempts it: listed `preempted`, its VM gone
     assert first.state == "preempted"
@@ -277,8 +300,13 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     # On a replacement the pool rented for the node Slurm gave the requeued job: the lost one once it
     # was powered down and offered again, or the pool's other, free one.
     node = on_head(f"squeue -h -j {job} -o %N")
-    second = next((m for m in live(instances) if m.name == node and m.state == "running"), None)
-    assert node in ("h100-1", "h100-2") and second and second.id != first.id, (node, diagnosis(job))
+    second = next((m for m in live(machines) if m.name == node and m.state == "running"), None)
+    assert node in ("h100-1", "h100-2") and second, (node, [(m.name, m.state) for m in live(instances, machines)],
+                                                     diagnosis(job))  # fmt: skip
+    said = journal(seen)
+    assert "at $3.29/h" in said and f"paperspace:{second.id}" in said and f"at ${PAPERSPACE_H100:.2f}/h" in said, said
+    assert second.template == TEMPLATE and ("GET", "/v1/machine-availability") in [
+        (m, p.split("?")[0]) for m, p in paperspace.requests]  # fmt: skip
     print(f"\n{node}'s machine preempted: " + ", ".join(f"{k} {v:.0f} s" for k, v in figures.items()) + " after ("
           + "; ".join(line.split(": ", 1)[1] for line in journal(seen).splitlines()
                       if " in " in line and line.endswith(" s")) + ")")  # fmt: skip
@@ -287,11 +315,12 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     assert wait_for(lambda: since().count("checkpoint of step") >= 2, 120, 2), diagnosis(job)  # training there
     seen, figures = journal_lines(), {}
     taken = time.monotonic()
-    lambda_.take_away(second, silent=True)
+    paperspace.take_away(second, silent=True)
     assert wait_for(lambda: "stopped answering" in reason(node), SLURMD_TIMEOUT + 120, 2), diagnosis(job)
     figures["DOWN (Slurm's grace, then the watch)"] = time.monotonic() - taken
-    assert f"lambda:{second.id} stopped answering" in reason(node), reason(node)
+    assert f"paperspace:{second.id} stopped answering" in reason(node), reason(node)
     assert wait_for(lambda: second.state == "terminated", 60, 1), second.state  # given back, though it ran
+    assert ("DELETE", f"/v1/machines/{second.id}") in paperspace.requests
     assert wait_for(lambda: training_said(job).count("resumed from the checkpoint") == 2, 600, 2), (
         training_said(job)[-3000:], diagnosis(job))  # fmt: skip
     figures["training again"] = time.monotonic() - taken
@@ -300,68 +329,74 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
                       if " in " in line and line.endswith(" s")) + ")")  # fmt: skip
     assert wait_for(lambda: slurm_job_state(HEAD_CONTAINER, job) == "COMPLETED", 600, 3), (
         training_said(job)[-3000:], diagnosis(job))  # fmt: skip
-    third = [m for m in live(instances) if m.id not in (first.id, second.id)]
-    assert len(third) == 1 and third[0].state == "running", [(m.id, m.state) for m in instances.machines.values()]
+    third = [m for m in live(instances, machines) if m.id not in (first.id, second.id)]
+    assert len(third) == 1 and third[0].state == "running" and third[0].id in instances.machines, [
+        (m.id, m.state) for m in live(instances, machines)]  # fmt: skip
     # One MLflow run, FINISHED, every step once.
     runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
     assert [r["status"] for r in runs] == ["FINISHED"], runs
     assert runs[0]["steps"] == list(range(1, STEPS + 1)), runs[0]["steps"]
     # No container of a lost machine left; the head's log says what it did.
     names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
-    assert not {instances.containers[first.id], instances.containers[second.id]} & set(names.split()), names
+    assert not {instances.containers[first.id], machines.containers[second.id]} & set(names.split()), names
     log = on_head("cat /var/log/slurm/meshctl-power.log")
     assert "preempted by lambda: DOWN, its jobs requeued" in log and "stopped answering: DOWN" in log, log[-3000:]
     # `usage` lists the three machines, the lost ones with why they ended.
     used = rented.meshctl("usage", "--json", env=env)
     assert used.returncode == 0, used.stdout[-2000:] + used.stderr
-    machines = {m["instance"]: m for m in json.loads(used.stdout)["machines"]}
-    lost = [machines.get(f"lambda:{m.id}") for m in (first, second)]
-    assert all(m and m["lost"] and m["until"] and m["cost"] > 0 for m in lost), machines
-    assert "preempted by lambda" in lost[0]["why"] and "stopped answering" in lost[1]["why"], machines
-    kept = machines.get(f"lambda:{third[0].id}")
-    assert kept and not kept["lost"] and kept["cost"] > 0, machines
+    rows = {m["instance"]: m for m in json.loads(used.stdout)["machines"]}
+    lost = [rows.get(f"lambda:{first.id}"), rows.get(f"paperspace:{second.id}")]
+    assert all(m and m["lost"] and m["until"] and m["cost"] > 0 for m in lost), rows
+    assert "preempted by lambda" in lost[0]["why"] and "stopped answering" in lost[1]["why"], rows
+    assert lost[1]["price_per_hour"] == PAPERSPACE_H100, lost[1]
+    kept = rows.get(f"lambda:{third[0].id}")
+    assert kept and not kept["lost"] and kept["cost"] > 0, rows
 
 
 def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
-    rented, env, _lambda, instances = bed
+    rented, env, _lambda, instances, _paperspace, machines = bed
     done = time.monotonic()
-    gone = lambda: not live(instances) and all(node_state(n) == "idle~" for n in ("h100-1", "h100-2"))  # noqa: E731
-    assert wait_for(gone, IDLE + 240, 5), ([(m.name, m.state) for m in live(instances)], diagnosis())
+    gone = lambda: not live(instances, machines) and all(node_state(n) == "idle~" for n in ("h100-1", "h100-2"))  # noqa: E731
+    assert wait_for(gone, IDLE + 240, 5), ([(m.name, m.state) for m in live(instances, machines)], diagnosis())
     print(f"\nidle pool machine terminated {time.monotonic() - done:.0f} s after its job ended (idle {IDLE} s)")
     assert "suspend h100-" in on_head("cat /var/log/slurm/meshctl-power.log")
     status = rented.meshctl("status", "--json", env=env)
     shown = json.loads(status.stdout[: status.stdout.rindex("}") + 1])
     pooled = {r["name"]: r for r in shown["nodes"] if r["pool"]}
     assert all(not r["instance"] and r["since"] is None for r in pooled.values()), pooled  # given back
-    assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{LAUNCHED}"], capture_output=True,
-                              text=True, check=False).stdout.split()  # fmt: skip
+    for prefix in (LAUNCHED, CREATED):
+        assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{prefix}"], capture_output=True,
+                                  text=True, check=False).stdout.split()  # fmt: skip
 
 
 def test_a_rent_killed_midway_leaves_no_machine(bed):
-    _rented, _env, _lambda, instances = bed
+    _rented, _env, _lambda, instances, _paperspace, machines = bed
     seen = journal_lines()
     job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
     assert wait_for(lambda: "boot (SSH answers) in" in journal(seen), 600, 2), diagnosis(job)
     time.sleep(5)  # in the setup
     on_head("systemctl kill -s KILL meshctl-relaunch.service")
     on_head(f"scancel {job}")
-    assert wait_for(lambda: not live(instances), 120, 3), ([(m.name, m.state) for m in live(instances)], diagnosis())
+    assert wait_for(lambda: not live(instances, machines), 120, 3), (
+        [(m.name, m.state) for m in live(instances, machines)],
+        diagnosis(),
+    )
     assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
     assert on_head("ls /var/lib/meshctl/control/launching") == ""
 
 
 def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
-    rented, env, _lambda, instances = bed
+    rented, env, _lambda, instances, _paperspace, machines = bed
     with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
         handle.write("burst_max_spend: 2\n")
     applied = rented.meshctl("apply", "--limit", "ctl", env=env)
     assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
-    created = len(instances.machines)
+    created = len(instances.machines) + len(machines.machines)
     job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
     assert wait_for(lambda: "burst_max_spend" in reason("h100-1") + reason("h100-2"), 240, 3), diagnosis(job)
     said = reason("h100-1") + reason("h100-2")
     assert "meshctl: the head could not rent a machine for it" in said and "$2.00/h" in said, said
-    assert len(instances.machines) == created  # nothing rented
+    assert len(instances.machines) + len(machines.machines) == created  # nothing rented
     assert on_head(f"squeue -h -j {job} -o %T") == "PENDING", diagnosis(job)
     # Slurm requeues it (its reason BeginTime, then ReqNodeNotAvail); meshctl's why is its comment.
     comment = on_head(f"squeue -h -j {job} -o %k")
@@ -378,11 +413,11 @@ def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
 
 
 def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):
-    rented, env, _lambda, instances = bed
+    rented, env, _lambda, instances, _paperspace, machines = bed
     assert "h100-1" in yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"]  # taken in above
     removed = rented.meshctl("remove-node", "h100-1", "--force", env=env)
     assert removed.returncode == 0, removed.stdout[-3000:] + removed.stderr
     assert "pool h100's node" in removed.stdout and "the pool keeps the node" in removed.stdout, removed.stdout
     assert "h100-1" not in yaml.safe_load((rented.mesh / "mesh.yml").read_text())["all"]["hosts"]
-    assert not live(instances)
+    assert not live(instances, machines)
     assert wait_for(lambda: node_state("h100-1") == "idle~", 120, 3), (node_state("h100-1"), diagnosis())
