@@ -86,18 +86,24 @@ def slurm_addresses(sinfo):
     return {name: address for name, address in found.items() if address}
 
 
+def _records(records):
+    """``(node, record)`` of the first 64 RECORDS (text by node) that are JSON objects naming their
+    node, the node's name a node's."""
+    for node, text in list((records or {}).items())[:64]:
+        try:
+            record = json.loads(str(text))
+        except ValueError:
+            continue
+        if isinstance(record, dict) and NAME.fullmatch(str(node)) and record.get("node") == node:
+            yield node, record
+
+
 def rented_rows(records):
     """The head's records of the burst pool machines it rented (``mesh_status``'s ``rented``: text
     by node) as ``{node: {pool, instance, price, since}}``: a record that is not JSON of that shape
     (a pool's name, ``provider:id``, $/h from 0 to 1000, seconds since the epoch) is left out."""
     rows = {}
-    for node, text in [(k, v) for k, v in (records or {}).items() if "@" not in str(k)][:64]:  # now's, not before
-        try:
-            record = json.loads(str(text))
-        except ValueError:
-            continue
-        if not isinstance(record, dict) or not NAME.fullmatch(str(node)) or record.get("node") != node:
-            continue
+    for node, record in _records({k: v for k, v in (records or {}).items() if "@" not in str(k)}):  # now's
         pool, instance = record.get("pool"), record.get("instance")
         price, since = record.get("price"), record.get("since")
         if not (isinstance(pool, str) and mesh_burst.NAME_RE.fullmatch(pool)):
@@ -118,13 +124,7 @@ def ended_rows(records):
     ``since`` None where it did not know them): a record given back when idle, or not of that shape
     (``provider:id``, a reason as Slurm's, seconds since the epoch, $/h from 0 to 1000), is left out."""
     rows = {}
-    for node, text in list((records or {}).items())[:64]:
-        try:
-            record = json.loads(str(text))
-        except ValueError:
-            continue
-        if not isinstance(record, dict) or not NAME.fullmatch(str(node)) or record.get("node") != node:
-            continue
+    for node, record in _records(records):
         instances, why, at = record.get("instances"), record.get("why"), record.get("at")
         if record.get("lost") is not True or not isinstance(instances, list) or len(instances) != 1:
             continue
