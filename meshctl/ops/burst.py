@@ -275,19 +275,37 @@ def said_failed(what: str, name: str, done) -> None:
 
 # After the cool-down: the node idle and powered down again (``idle~``: a waiting job resumes it and
 # the head tries again), once it is done powering down, and only while its reason is still meshctl's
-# (a node an administrator set DOWN stays so).
+# (a node an administrator set DOWN stays so). What it did goes to its unit's journal
+# (`journalctl -u 'meshctl-burst-retry-*'`).
 RETRY = """for i in $(seq 90); do
-  case "$(sinfo -h -N -n "$1" -o %T | head -n 1)" in *%) sleep 2;; *) break;; esac
+  state=$(sinfo -h -N -n "$1" -o %T | head -n 1)
+  case "$state" in *%) sleep 2;; *) break;; esac
 done
-scontrol show node "$1" | grep -q 'Reason=meshctl: ' && exec scontrol update nodename="$1" state=idle"""
+if scontrol show node "$1" | grep -q 'Reason=meshctl: '; then
+  scontrol update nodename="$1" state=idle && echo "$1 ($state): offered to Slurm again" && exit 0
+  echo "$1 ($state): scontrol update state=idle failed" >&2; exit 1
+fi
+echo "$1 ($state): left as it is: its reason is no longer meshctl's"
+"""
+
+
+def retry_unit(name: str) -> str:
+    """The transient units' name of NAME's retry (``.timer`` and ``.service``)."""
+    return f"meshctl-burst-retry-{name}"
 
 
 def retry_later(name: str, seconds: int, run=None) -> None:
-    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer, RETRY)."""
+    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer,
+    RETRY). A retry of the node still pending or running is stopped first: systemd refuses a
+    transient unit whose name is loaded (a timer stays loaded while its service runs), and the
+    latest refusal's cool-down is the one that counts."""
     import subprocess
 
     run = run or subprocess.run
-    done = run(["systemd-run", f"--unit=meshctl-burst-retry-{name}", f"--on-active={max(1, int(seconds))}",
+    unit = retry_unit(name)
+    # Nothing to stop is the usual case ("not loaded", exit 5): not an error.
+    run(["systemctl", "stop", f"{unit}.timer", f"{unit}.service"], capture_output=True, check=False)
+    done = run(["systemd-run", f"--unit={unit}", f"--on-active={max(1, int(seconds))}",
                 "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
                capture_output=True, check=False)  # fmt: skip
     said_failed("systemd-run (the retry's timer)", name, done)

@@ -79,10 +79,12 @@ def journal_lines() -> int:
 def diagnosis(job: str | None = None) -> str:
     parts = {
         "job": on_head(f"scontrol show job {job}") if job else "",
-        "nodes": on_head("scontrol show node h100-1 h100-2"),
+        "nodes": on_head("scontrol show node h100-1; scontrol show node h100-2"),
         "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
         "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 30"),
         "relaunch service": on_head("journalctl --no-pager -u meshctl-relaunch -n 80"),
+        "retries": on_head("journalctl --no-pager -u 'meshctl-burst-retry-*' -n 40; "
+                           "systemctl list-units --all --no-legend 'meshctl-burst-retry-*'"),
     }
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
 
@@ -403,9 +405,10 @@ def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
     assert comment.startswith("meshctl: h100-") and "burst_max_spend $2.00/h" in comment, comment
     print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r %k'"))
     on_head(f"scancel {job}")
-    # After the cool-down the node is offered to Slurm again.
-    assert wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5), (
-        node_state("h100-1"), node_state("h100-2"), diagnosis())  # fmt: skip
+    # After the cool-down the node is offered to Slurm again (the diagnosis whole: pytest cuts an
+    # assertion's long message in its middle).
+    if not wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5):
+        pytest.fail(f"not both idle~: {node_state('h100-1')}, {node_state('h100-2')}\n{diagnosis()}")
     # The limit lifted on the control machine: the head has it back at its next converge (the
     # remove-node below), as a user's edit reaches it; nothing rents after this test.
     text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("burst_max_spend: 2\n", "")

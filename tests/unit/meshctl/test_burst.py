@@ -162,10 +162,50 @@ def test_a_node_that_could_not_be_had_is_powered_down_its_jobs_told_why_and_offe
     ops.power_down("h100-1", run=run)
     assert calls[-1] == ["scontrol", "update", "nodename=h100-1", "state=power_down_force"]
     ops.retry_later("h100-1", 30, run=run)
+    # A retry of the node still pending or running is stopped first (systemd refuses a transient
+    # unit whose name is loaded: a node refused again while its earlier retry ran got none).
+    assert calls[-2] == ["systemctl", "stop", "meshctl-burst-retry-h100-1.timer", "meshctl-burst-retry-h100-1.service"]
     argv = calls[-1]
     assert argv[:4] == ["systemd-run", "--unit=meshctl-burst-retry-h100-1", "--on-active=30",
                         "--timer-property=AccuracySec=1s"] and argv[-2:] == ["retry", "h100-1"]  # fmt: skip
     assert "Reason=meshctl: " in argv[-3] and "state=idle" in argv[-3]  # only a node meshctl set DOWN
+
+
+@pytest.mark.parametrize(
+    ("states", "reason", "offered", "said"),
+    [
+        (["down%", "down%", "down~"], "meshctl: the head could not rent a machine for it", True, "(down~): offered"),
+        (["down~"], "Not responding", False, "left as it is"),
+        (["idle~"], "meshctl: cut short", True, "(idle~): offered"),
+    ],
+)
+def test_the_retry_waits_out_the_power_down_and_offers_only_a_node_meshctl_set_down(
+    tmp_path, states, reason, offered, said
+):
+    """RETRY itself, under sh, against a recorded-shape sinfo and scontrol: it waits while the node
+    powers down (`%`), offers it again only while the reason is meshctl's, and says which."""
+    import subprocess
+
+    from meshctl.ops import burst as ops
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "states").write_text("\n".join(states) + "\n")
+    (bin_dir / "sinfo").write_text(
+        "#!/bin/sh\nf=%s/states\nhead -n 1 $f\n[ $(wc -l < $f) -gt 1 ] && sed -i 1d $f\nexit 0\n" % tmp_path
+    )
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\n[ \"$1\" = show ] && echo '   Reason=%s [root@2026-12-02T22:37:42]' && exit 0\n"
+        "echo \"$@\" >> %s/updates\n" % (reason, tmp_path)
+    )
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    done = subprocess.run(["/bin/sh", "-c", ops.RETRY, "retry", "h100-1"], capture_output=True, text=True,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=False)  # fmt: skip
+    updates = (tmp_path / "updates").read_text() if (tmp_path / "updates").exists() else ""
+    assert (updates == "update nodename=h100-1 state=idle\n") is offered, (updates, done.stdout, done.stderr)
+    assert said in done.stdout and done.returncode == 0, (done.stdout, done.stderr)
 
 
 def test_a_pool_machine_the_head_rented_is_taken_into_mesh_yml_only_with_its_record(mesh, monkeypatch, tmp_path):
