@@ -303,8 +303,8 @@ def retry_later(name: str, seconds: int, run=None) -> None:
 
     run = run or subprocess.run
     unit = retry_unit(name)
-    # Nothing to stop is the usual case ("not loaded", exit 5): not an error.
-    run(["systemctl", "stop", f"{unit}.timer", f"{unit}.service"], capture_output=True, check=False)
+    stop = ["systemctl", "stop", f"{unit}.timer", f"{unit}.service"]
+    run(stop, capture_output=True, check=False)  # failure ignored: nothing to stop ("not loaded") is the usual case
     done = run(["systemd-run", f"--unit={unit}", f"--on-active={max(1, int(seconds))}",
                 "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
                capture_output=True, check=False)  # fmt: skip

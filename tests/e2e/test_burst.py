@@ -83,8 +83,10 @@ def diagnosis(job: str | None = None) -> str:
         "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
         "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 30"),
         "relaunch service": on_head("journalctl --no-pager -u meshctl-relaunch -n 80"),
-        "retries": on_head("journalctl --no-pager -u 'meshctl-burst-retry-*' -n 40; "
-                           "systemctl list-units --all --no-legend 'meshctl-burst-retry-*'"),
+        "retries": on_head(
+            "journalctl --no-pager -u 'meshctl-burst-retry-*' -n 40; "
+            "systemctl list-units --all --no-legend 'meshctl-burst-retry-*'"
+        ),
     }
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
 

@@ -192,11 +192,11 @@ def test_the_retry_waits_out_the_power_down_and_offers_only_a_node_meshctl_set_d
     bin_dir.mkdir()
     (tmp_path / "states").write_text("\n".join(states) + "\n")
     (bin_dir / "sinfo").write_text(
-        "#!/bin/sh\nf=%s/states\nhead -n 1 $f\n[ $(wc -l < $f) -gt 1 ] && sed -i 1d $f\nexit 0\n" % tmp_path
+        f"#!/bin/sh\nf={tmp_path}/states\nhead -n 1 $f\n[ $(wc -l < $f) -gt 1 ] && sed -i 1d $f\nexit 0\n"
     )
     (bin_dir / "scontrol").write_text(
-        "#!/bin/sh\n[ \"$1\" = show ] && echo '   Reason=%s [root@2026-12-02T22:37:42]' && exit 0\n"
-        "echo \"$@\" >> %s/updates\n" % (reason, tmp_path)
+        f"#!/bin/sh\n[ \"$1\" = show ] && echo '   Reason={reason} [root@2026-12-02T22:37:42]' && exit 0\n"
+        f'echo "$@" >> {tmp_path}/updates\n'
     )
     (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
