@@ -411,8 +411,9 @@ def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
     # assertion's long message in its middle).
     if not wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5):
         pytest.fail(f"not both idle~: {node_state('h100-1')}, {node_state('h100-2')}\n{diagnosis()}")
-    # The limit lifted on the control machine: the head has it back at its next converge (the
-    # remove-node below), as a user's edit reaches it; nothing rents after this test.
+    # The limit lifted on the control machine: the head has it back at its next converge that
+    # copies the mesh to it (the pool's removal at the end of the file; remove-node's run does not),
+    # as a user's edit reaches it; nothing rents after this test.
     text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("burst_max_spend: 2\n", "")
     (rented.mesh / "group_vars" / "all.yml").write_text(text)
 
