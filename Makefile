@@ -40,12 +40,12 @@ test: venv engine cache images ready wheels collection
 # lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
 # Lane e2e: the e2e files but LATE_E2E, PROVIDERS_E2E and POD_E2E, then POD_E2E (the pods' file,
-# on a head of its own: tests/e2e/rented.py, PODS), then LATE_E2E (the short first-run and
-# collection files), then E2E_SCENARIOS (tailscale). Lane molecule: MOLECULE_SCENARIOS (default,
-# then debian13). Lane providers: PROVIDERS_E2E (the burst and power-saving files, one head
-# between them), then PROVIDERS_SCENARIOS (none). On 2026-12-02 the e2e lane ended 360 s before
-# the other two (1621 s against 1977 and 1982): the short files and tailscale (about 200 s) moved
-# to it from the molecule lane.
+# on a head of its own: tests/e2e/rented.py, PODS), then E2E_SCENARIOS (none). Lane molecule:
+# MOLECULE_SCENARIOS (default, debian13, tailscale), then LATE_E2E (the short first-run and
+# collection files). Lane providers: PROVIDERS_E2E (the burst and power-saving files, one head
+# between them), then PROVIDERS_SCENARIOS (none). The short files and tailscale (about 180 s) have
+# moved with the lanes' ends: to the e2e lane on 2026-12-02 (it ended 360 s first), back on
+# 2026-12-03 (the molecule lane ended 476 s before the e2e lane, 1242 s against 1718).
 # The provider files wait on Slurm's power-saving timers: in a lane of their own those waits fall
 # beside the other lanes' work. The files are shared out so that the lanes end about together: a
 # fourth lane (test_pod.py alone) made every lane slower on two cores (the default scenario's
@@ -54,8 +54,8 @@ test: venv engine cache images ready wheels collection
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py
 POD_E2E := tests/e2e/test_pod.py
-E2E_SCENARIOS := tailscale
-MOLECULE_SCENARIOS := default debian13
+E2E_SCENARIOS :=
+MOLECULE_SCENARIOS := default debian13 tailscale
 PROVIDERS_SCENARIOS :=
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
@@ -72,10 +72,10 @@ suites: images collection-link
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
 	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E) $(POD_E2E)) | tee $(PROFILE)/e2e-pytest.log && pytest -q -m e2e --durations=0 $(POD_E2E) \
-	    | tee $(PROFILE)/pods-pytest.log && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log \
-	    $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
+	    | tee $(PROFILE)/pods-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
-	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS)' \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
+	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log' \
 	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
 	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))'; \

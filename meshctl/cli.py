@@ -36,7 +36,9 @@ COMMANDS = {
     "burst": "burst",
     "doctor": "doctor",
     "relaunch-node": "relaunch_node",  # hidden: the head's relaunch service runs it (role power_save)
+    "offer-again": "offer_again",  # hidden: a pool node's retry timer on the head runs it
 }
+HIDDEN = frozenset({"relaunch-node", "offer-again"})  # run by the head's services, never suggested
 
 
 class MeshctlGroup(click.Group):
@@ -61,7 +63,7 @@ class MeshctlGroup(click.Group):
         if args and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
             import difflib
 
-            public = [c for c in COMMANDS if c != "relaunch-node"]
+            public = [c for c in COMMANDS if c not in HIDDEN]
             close = difflib.get_close_matches(name, public, n=1, cutoff=0.6)
             hint = f" Did you mean `meshctl {close[0]}`?" if close else " `meshctl --help` lists the commands."
             ctx.fail(f"No such command {name!r}.{hint}")

@@ -15,6 +15,8 @@ program gives the machine back and Slurm keeps the node powered down.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -275,18 +277,14 @@ def said_failed(what: str, name: str, done) -> None:
 
 # After the cool-down: the node idle and powered down again (``idle~``: a waiting job resumes it and
 # the head tries again), once it is done powering down, and only while its reason is still meshctl's
-# (a node an administrator set DOWN stays so). What it did goes to its unit's journal
-# (`journalctl -u 'meshctl-burst-retry-*'`).
-RETRY = """for i in $(seq 90); do
-  state=$(sinfo -h -N -n "$1" -o %T | head -n 1)
-  case "$state" in *%) sleep 2;; *) break;; esac
-done
-if scontrol show node "$1" | grep -q 'Reason=meshctl: '; then
-  scontrol update nodename="$1" state=idle && echo "$1 ($state): offered to Slurm again" && exit 0
-  echo "$1 ($state): scontrol update state=idle failed" >&2; exit 1
-fi
-echo "$1 ($state): left as it is: its reason is no longer meshctl's"
-"""
+# (a node an administrator set DOWN stays so). A transient systemd timer runs ``meshctl offer-again
+# NODE`` (``offer_again``), whose lines go to its unit's journal (`journalctl -u
+# 'meshctl-burst-retry-*'`). Its command line and description are plain words: systemd 252 (Debian
+# 12) writes a transient unit's file with escapes it cannot read back, so that at the next
+# daemon-reload (any converge of the head) a shell script given to it ran with its `$` gone, and a
+# description with a newline broke the timer (shown on the bed's node image).
+RETRY_POLLS, RETRY_POLL_SECONDS = 90, 2  # at most 180 s for the node to be done powering down
+RETRY_ARG = re.compile(r"[A-Za-z0-9_./=:@+-]+")  # what systemd writes into a transient unit's file as it is
 
 
 def retry_unit(name: str) -> str:
@@ -295,20 +293,54 @@ def retry_unit(name: str) -> str:
 
 
 def retry_later(name: str, seconds: int, run=None) -> None:
-    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer,
-    RETRY). A retry of the node still pending or running is stopped first: systemd refuses a
-    transient unit whose name is loaded (a timer stays loaded while its service runs), and the
-    latest refusal's cool-down is the one that counts."""
+    """After SECONDS, the DOWN pool node NAME offered to Slurm again (a transient systemd timer that
+    runs ``offer_again``). A retry of the node still pending or running is stopped first: systemd
+    refuses a transient unit whose name is loaded (a timer stays loaded while its service runs), and
+    the latest refusal's cool-down is the one that counts."""
     import subprocess
 
     run = run or subprocess.run
     unit = retry_unit(name)
     stop = ["systemctl", "stop", f"{unit}.timer", f"{unit}.service"]
     run(stop, capture_output=True, check=False)  # failure ignored: nothing to stop ("not loaded") is the usual case
+    # meshctl as this process has it: the relaunch service's python, its code from PYTHONPATH only
+    # (role relaunch: the service's environment), which a transient unit does not inherit.
+    source = Path(__file__).resolve().parents[2]
+    command = ["--working-directory=/", f"--setenv=PYTHONPATH={source}", "--setenv=PYTHONSAFEPATH=1",
+               sys.executable, "-m", "meshctl", "offer-again", name]  # fmt: skip
+    if not all(RETRY_ARG.fullmatch(word) for word in command):
+        print(f"meshctl: no retry for {name}: {command!r} is not plain words a systemd unit keeps", file=sys.stderr)
+        return
     done = run(["systemd-run", f"--unit={unit}", f"--on-active={max(1, int(seconds))}",
-                "--timer-property=AccuracySec=1s", "--collect", "/bin/sh", "-c", RETRY, "retry", name],
-               capture_output=True, check=False)  # fmt: skip
+                "--timer-property=AccuracySec=1s", f"--description=meshctl-offer-again-{name}", "--collect",
+                *command], capture_output=True, check=False)  # fmt: skip
     said_failed("systemd-run (the retry's timer)", name, done)
+
+
+def offer_again(name: str, run=None, sleep=None) -> tuple[bool, str]:
+    """The retry itself: NAME offered to Slurm again (``state=idle``) once it is done powering down
+    (its state no longer ends in ``%``; at most RETRY_POLLS looks), only while its reason is
+    meshctl's. Returns whether nothing failed, and the line that says what it did."""
+    import subprocess
+    import time
+
+    run, sleep = run or subprocess.run, sleep or time.sleep
+    state = ""
+    for _ in range(RETRY_POLLS):
+        shown = run(["sinfo", "-h", "-N", "-n", name, "-o", "%T"], capture_output=True, text=True, check=False)
+        state = next(iter((shown.stdout or "").split()), "") if shown.returncode == 0 else "sinfo failed"
+        if not state.endswith("%"):
+            break
+        sleep(RETRY_POLL_SECONDS)
+    node = run(["scontrol", "show", "node", name], capture_output=True, text=True, check=False)
+    if node.returncode:
+        return False, f"{name} ({state}): scontrol show node failed: {(node.stderr or '').strip()[:300]}"
+    if "Reason=meshctl: " not in (node.stdout or ""):
+        return True, f"{name} ({state or 'unknown'}): left as it is: its reason is no longer meshctl's"
+    done = run(["scontrol", "update", f"nodename={name}", "state=idle"], capture_output=True, text=True, check=False)
+    if done.returncode:
+        return False, f"{name} ({state}): scontrol update state=idle failed: {(done.stderr or '').strip()[:300]}"
+    return True, f"{name} ({state}): offered to Slurm again"
 
 
 def note_jobs(name: str, reason: str, run=None) -> list[str]:

@@ -27,6 +27,7 @@ import shlex
 import subprocess
 import tarfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -336,6 +337,7 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     third = [m for m in live(instances, machines) if m.id not in (first.id, second.id)]
     assert len(third) == 1 and third[0].state == "running" and third[0].id in instances.machines, [
         (m.id, m.state) for m in live(instances, machines)]  # fmt: skip
+    TRAINING["kept"] = third[0].name  # idle now: the tests below run while its idle time runs out
     # One MLflow run, FINISHED, every step once.
     runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
     assert [r["status"] for r in runs] == ["FINISHED"], runs
@@ -357,12 +359,87 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     assert kept and not kept["lost"] and kept["cost"] > 0, rows
 
 
-def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
+def other_node() -> str:
+    """The pool node the training run's last machine is not on: powered down (`idle~`) while that
+    machine's idle time runs out."""
+    return "h100-2" if TRAINING["kept"] == "h100-1" else "h100-1"
+
+
+def test_a_rent_killed_midway_leaves_no_machine(bed):
+    """On the pool's other node (the training run's last machine idles meanwhile: a job for the
+    pool's GPU alone would run there)."""
+    _rented, _env, _lambda, instances, _paperspace, machines = bed
+    node, seen = other_node(), journal_lines()
+    job = as_user(f"sbatch --parsable -w {node} --gres=gpu:h100:1 --wrap hostname")
+    assert wait_for(lambda: "boot (SSH answers) in" in journal(seen), 600, 2), diagnosis(job)
+    time.sleep(5)  # in the setup
+    on_head("systemctl kill -s KILL meshctl-relaunch.service")
+    on_head(f"scancel {job}")
+    assert wait_for(lambda: not [m for m in live(instances, machines) if m.name == node], 120, 3), (
+        [(m.name, m.state) for m in live(instances, machines)],
+        diagnosis(),
+    )
+    assert "cut short" in reason(node), diagnosis()
+    assert on_head("ls /var/lib/meshctl/control/launching") == ""
+    # Its retry pending, the head's systemd reloads (as any converge of the head does: the next
+    # test's too): the retry still offers the node again after the cool-down (the next test's job
+    # for the node waits for it). A retry given to systemd as a shell script did not: systemd 252
+    # read its transient unit back without the script's `$`, and the node stayed DOWN.
+    pending = lambda: on_head("systemctl list-units --all --no-legend --plain 'meshctl-burst-retry-*.timer'")  # noqa: E731
+    assert wait_for(pending, 30, 1), diagnosis()
+    on_head("systemctl daemon-reload")
+    timer = pending().split()[0]
+    assert on_head(f"systemctl show -p Description --value {timer}").startswith("meshctl-offer-again-"), pending()
+
+
+def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
+    """A job for the node whose rent the test above cut short: it waits until that node's retry,
+    reloaded by systemd, offers it again, then finds the limit reached."""
     rented, env, _lambda, instances, _paperspace, machines = bed
-    done = time.monotonic()
+    node = other_node()
+    with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
+        handle.write("burst_max_spend: 2\n")
+    applied = rented.meshctl("apply", "--limit", "ctl", env=env)
+    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
+    created = len(instances.machines) + len(machines.machines)
+    job = as_user(f"sbatch --parsable -w {node} --gres=gpu:h100:1 --wrap hostname")
+    if not wait_for(lambda: "burst_max_spend" in reason(node), COOLDOWN + 240, 3):
+        pytest.fail(f"{node} was not offered again and refused: {node_state(node)}\n{diagnosis(job)}")
+    said = reason(node)
+    assert "meshctl: the head could not rent a machine for it" in said and "$2.00/h" in said, said
+    assert len(instances.machines) + len(machines.machines) == created  # nothing rented
+    assert on_head(f"squeue -h -j {job} -o %T") == "PENDING", diagnosis(job)
+    # Slurm requeues it (its reason BeginTime, then ReqNodeNotAvail); meshctl's why is its comment.
+    comment = on_head(f"squeue -h -j {job} -o %k")
+    assert comment.startswith(f"meshctl: {node}:") and "burst_max_spend $2.00/h" in comment, comment
+    print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r %k'"))
+    on_head(f"scancel {job}")
+    # The limit lifted on the control machine: the head has it back at its next converge that
+    # copies the mesh to it (the pool's removal at the end of the file; remove-node's run does not),
+    # as a user's edit reaches it; nothing rents after this test. The node is offered again after
+    # the cool-down: the next test waits for it.
+    text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("burst_max_spend: 2\n", "")
+    (rented.mesh / "group_vars" / "all.yml").write_text(text)
+
+
+def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
+    """The training run's last machine, idle since the run ended (the two tests above ran
+    meanwhile), is terminated; the node refused above is offered again after the cool-down: both
+    nodes powered down (`idle~`), no machine left."""
+    rented, env, _lambda, instances, _paperspace, machines = bed
+    kept = lambda: [m for m in live(instances, machines) if m.name == TRAINING["kept"]]  # noqa: E731
+    if not wait_for(lambda: not kept(), IDLE + 240, 2):
+        pytest.fail(f"{TRAINING['kept']}'s machine not given back: {kept()}\n{diagnosis()}")
+    # When, by the head's clocks: the job's end (Slurm's accounting) and the power program's line.
+    ended = on_head(f"sacct -X -n -j {TRAINING['job']} -o End").strip()
+    said = re.findall(rf"^(\S+)Z suspend {TRAINING['kept']} \(pool h100\): terminated", on_head(
+        "cat /var/log/slurm/meshctl-power.log"), re.M)  # fmt: skip
+    assert said and ended, (ended, said)
+    seconds = (datetime.fromisoformat(said[-1]) - datetime.fromisoformat(ended)).total_seconds()
+    print(f"\nidle pool machine terminated {seconds:.0f} s after its job ended (idle {IDLE} s)")
     gone = lambda: not live(instances, machines) and all(node_state(n) == "idle~" for n in ("h100-1", "h100-2"))  # noqa: E731
-    assert wait_for(gone, IDLE + 240, 5), ([(m.name, m.state) for m in live(instances, machines)], diagnosis())
-    print(f"\nidle pool machine terminated {time.monotonic() - done:.0f} s after its job ended (idle {IDLE} s)")
+    if not wait_for(gone, COOLDOWN + 120, 5):
+        pytest.fail(f"not both idle~: {node_state('h100-1')}, {node_state('h100-2')}\n{diagnosis()}")
     assert "suspend h100-" in on_head("cat /var/log/slurm/meshctl-power.log")
     status = rented.meshctl("status", "--json", env=env)
     shown = json.loads(status.stdout[: status.stdout.rindex("}") + 1])
@@ -371,51 +448,6 @@ def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
     for prefix in (LAUNCHED, CREATED):
         assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{prefix}"], capture_output=True,
                                   text=True, check=False).stdout.split()  # fmt: skip
-
-
-def test_a_rent_killed_midway_leaves_no_machine(bed):
-    _rented, _env, _lambda, instances, _paperspace, machines = bed
-    seen = journal_lines()
-    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
-    assert wait_for(lambda: "boot (SSH answers) in" in journal(seen), 600, 2), diagnosis(job)
-    time.sleep(5)  # in the setup
-    on_head("systemctl kill -s KILL meshctl-relaunch.service")
-    on_head(f"scancel {job}")
-    assert wait_for(lambda: not live(instances, machines), 120, 3), (
-        [(m.name, m.state) for m in live(instances, machines)],
-        diagnosis(),
-    )
-    assert "cut short" in reason("h100-1") + reason("h100-2"), diagnosis()
-    assert on_head("ls /var/lib/meshctl/control/launching") == ""
-
-
-def test_burst_max_spend_reached_leaves_the_job_queued_with_the_reason(bed):
-    rented, env, _lambda, instances, _paperspace, machines = bed
-    with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
-        handle.write("burst_max_spend: 2\n")
-    applied = rented.meshctl("apply", "--limit", "ctl", env=env)
-    assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
-    created = len(instances.machines) + len(machines.machines)
-    job = as_user("sbatch --parsable --gres=gpu:h100:1 --wrap hostname")
-    assert wait_for(lambda: "burst_max_spend" in reason("h100-1") + reason("h100-2"), 240, 3), diagnosis(job)
-    said = reason("h100-1") + reason("h100-2")
-    assert "meshctl: the head could not rent a machine for it" in said and "$2.00/h" in said, said
-    assert len(instances.machines) + len(machines.machines) == created  # nothing rented
-    assert on_head(f"squeue -h -j {job} -o %T") == "PENDING", diagnosis(job)
-    # Slurm requeues it (its reason BeginTime, then ReqNodeNotAvail); meshctl's why is its comment.
-    comment = on_head(f"squeue -h -j {job} -o %k")
-    assert comment.startswith("meshctl: h100-") and "burst_max_spend $2.00/h" in comment, comment
-    print("\nsqueue: " + on_head(f"squeue -h -j {job} -o '%T %r %k'"))
-    on_head(f"scancel {job}")
-    # After the cool-down the node is offered to Slurm again (the diagnosis whole: pytest cuts an
-    # assertion's long message in its middle).
-    if not wait_for(lambda: all(node_state(n) == "idle~" for n in ("h100-1", "h100-2")), COOLDOWN + 120, 5):
-        pytest.fail(f"not both idle~: {node_state('h100-1')}, {node_state('h100-2')}\n{diagnosis()}")
-    # The limit lifted on the control machine: the head has it back at its next converge that
-    # copies the mesh to it (the pool's removal at the end of the file; remove-node's run does not),
-    # as a user's edit reaches it; nothing rents after this test.
-    text = (rented.mesh / "group_vars" / "all.yml").read_text().replace("burst_max_spend: 2\n", "")
-    (rented.mesh / "group_vars" / "all.yml").write_text(text)
 
 
 def test_remove_node_of_a_pool_node_gives_it_back_to_its_pool(bed):

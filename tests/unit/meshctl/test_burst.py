@@ -4,6 +4,9 @@ power plan and the head's program for its nodes, and the rent's limits (meshctl/
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -167,8 +170,28 @@ def test_a_node_that_could_not_be_had_is_powered_down_its_jobs_told_why_and_offe
     assert calls[-2] == ["systemctl", "stop", "meshctl-burst-retry-h100-1.timer", "meshctl-burst-retry-h100-1.service"]
     argv = calls[-1]
     assert argv[:4] == ["systemd-run", "--unit=meshctl-burst-retry-h100-1", "--on-active=30",
-                        "--timer-property=AccuracySec=1s"] and argv[-2:] == ["retry", "h100-1"]  # fmt: skip
-    assert "Reason=meshctl: " in argv[-3] and "state=idle" in argv[-3]  # only a node meshctl set DOWN
+                        "--timer-property=AccuracySec=1s"]  # fmt: skip
+    assert argv[-5:] == [sys.executable, "-m", "meshctl", "offer-again", "h100-1"]
+    # meshctl's code where this process has it (the relaunch service's PYTHONPATH, which a
+    # transient unit does not inherit), and nothing from the working directory.
+    source = Path(ops.__file__).resolve().parents[2]
+    assert f"--setenv=PYTHONPATH={source}" in argv and (source / "meshctl" / "__main__.py").is_file()
+    assert {"--setenv=PYTHONSAFEPATH=1", "--working-directory=/"} <= set(argv)
+    # Plain words only: systemd 252 writes `$`, `;`, `%`, quotes and newlines into a transient
+    # unit's file in a way its next daemon-reload (any converge of the head) reads back wrong: a
+    # shell script given here ran with its `$` gone ("Syntax error"), a newline in the description
+    # broke the timer, and the node stayed DOWN.
+    assert all(ops.RETRY_ARG.fullmatch(word) for word in argv), argv
+
+
+def test_no_retry_is_given_to_systemd_with_words_it_cannot_keep(monkeypatch, capsys):
+    from meshctl.ops import burst as ops
+
+    calls = []
+    monkeypatch.setattr(sys, "executable", "/opt/my venv/bin/python")  # a space: systemd would quote it
+    ops.retry_later("h100-1", 30, run=lambda argv, **_kw: calls.append(argv))
+    assert [c[0] for c in calls] == ["systemctl"]  # the earlier retry stopped, no new one
+    assert "no retry for h100-1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -179,33 +202,49 @@ def test_a_node_that_could_not_be_had_is_powered_down_its_jobs_told_why_and_offe
         (["idle~"], "meshctl: cut short", True, "(idle~): offered"),
     ],
 )
-def test_the_retry_waits_out_the_power_down_and_offers_only_a_node_meshctl_set_down(
-    tmp_path, states, reason, offered, said
-):
-    """RETRY itself, under sh, against a recorded-shape sinfo and scontrol: it waits while the node
-    powers down (`%`), offers it again only while the reason is meshctl's, and says which."""
-    import subprocess
-
+def test_the_retry_waits_out_the_power_down_and_offers_only_a_node_meshctl_set_down(states, reason, offered, said):
+    """`meshctl offer-again NODE`, what the retry's timer runs, against Slurm's words (sinfo's %T
+    states, scontrol's Reason= line): it waits while the node powers down (`%`), offers it again
+    only while the reason is meshctl's, and says which."""
     from meshctl.ops import burst as ops
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (tmp_path / "states").write_text("\n".join(states) + "\n")
-    (bin_dir / "sinfo").write_text(
-        f"#!/bin/sh\nf={tmp_path}/states\nhead -n 1 $f\n[ $(wc -l < $f) -gt 1 ] && sed -i 1d $f\nexit 0\n"
-    )
-    (bin_dir / "scontrol").write_text(
-        f"#!/bin/sh\n[ \"$1\" = show ] && echo '   Reason={reason} [root@2026-12-02T22:37:42]' && exit 0\n"
-        f'echo "$@" >> {tmp_path}/updates\n'
-    )
-    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    done = subprocess.run(["/bin/sh", "-c", ops.RETRY, "retry", "h100-1"], capture_output=True, text=True,
-                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=False)  # fmt: skip
-    updates = (tmp_path / "updates").read_text() if (tmp_path / "updates").exists() else ""
-    assert (updates == "update nodename=h100-1 state=idle\n") is offered, (updates, done.stdout, done.stderr)
-    assert said in done.stdout and done.returncode == 0, (done.stdout, done.stderr)
+    calls, slept = [], []
+    left = list(states)
+
+    def run(argv, **_kw):
+        calls.append(argv)
+        out = ""
+        if argv[0] == "sinfo":
+            out = (left.pop(0) if len(left) > 1 else left[0]) + "\n"
+        elif argv[:2] == ["scontrol", "show"]:
+            out = f"NodeName=h100-1 State=DOWN+CLOUD\n   Reason={reason} [root@2026-12-02T22:37:42]\n"
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    ok, line = ops.offer_again("h100-1", run=run, sleep=slept.append)
+    updates = [c for c in calls if c[:2] == ["scontrol", "update"]]
+    assert (updates == [["scontrol", "update", "nodename=h100-1", "state=idle"]]) is offered, calls
+    assert ok and said in line, line
+    assert slept == [ops.RETRY_POLL_SECONDS] * (len(states) - 1)
+
+
+def test_the_retry_says_a_refused_update_and_fails(monkeypatch):
+    from click.testing import CliRunner
+
+    from meshctl.cli import cli
+    from meshctl.ops import burst as ops
+
+    def run(argv, **_kw):
+        if argv[0] == "sinfo":
+            return subprocess.CompletedProcess(argv, 0, "down~\n", "")
+        if argv[1] == "show":
+            return subprocess.CompletedProcess(argv, 0, "   Reason=meshctl: no offer [root@2026-12-02T22:37:42]\n", "")
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_update error: Invalid node state specified\n")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    done = CliRunner().invoke(cli, ["offer-again", "h100-1"])
+    assert done.exit_code == 1, done.output
+    assert "h100-1 (down~): scontrol update state=idle failed: slurm_update error" in done.output
+    assert ops.offer_again("h100-1", run=run)[0] is False
 
 
 def test_a_pool_machine_the_head_rented_is_taken_into_mesh_yml_only_with_its_record(mesh, monkeypatch, tmp_path):
