@@ -36,24 +36,24 @@ CHECKS_AT_MOST := 1800
 test: venv engine cache images ready wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
-# The end-to-end tests and the Molecule scenarios at once, in three lanes (docs/testing.md, "The
+# The end-to-end tests and the Molecule scenarios at once, in four lanes (docs/testing.md, "The
 # lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
-# Lane e2e: the e2e files but LATE_E2E, PROVIDERS_E2E and POD_E2E, then POD_E2E (the pods' file,
-# on a head of its own: tests/e2e/rented.py, PODS), then E2E_SCENARIOS (none). Lane molecule:
-# MOLECULE_SCENARIOS (default, debian13, tailscale), then LATE_E2E (the short first-run and
-# collection files). Lane providers: PROVIDERS_E2E (the burst and power-saving files, one head
-# between them), then PROVIDERS_SCENARIOS (none). The short files and tailscale (about 180 s) have
-# moved with the lanes' ends: to the e2e lane on 2026-12-02 (it ended 360 s first), back on
-# 2026-12-03 (the molecule lane ended 476 s before the e2e lane, 1242 s against 1718).
-# The provider files wait on Slurm's power-saving timers: in a lane of their own those waits fall
-# beside the other lanes' work. The files are shared out so that the lanes end about together: a
-# fourth lane (test_pod.py alone) made every lane slower on two cores (the default scenario's
-# converge 5:35 against 3:12), more than it took off the longest.
+# Lane e2e: the e2e files but LATE_E2E, PROVIDERS_E2E and POD_E2E, then LATE_E2E (the short
+# first-run and collection files), then E2E_SCENARIOS (none). Lane molecule: MOLECULE_SCENARIOS
+# (default, debian13, tailscale). Lane providers: PROVIDERS_E2E (the burst file, on the rented
+# machines' head: tests/e2e/rented.py, RENTED), then PROVIDERS_SCENARIOS (none). Lane pods: POD_E2E
+# (the power-saving file, then the pods' file, one head between them: tests/e2e/rented.py, PODS).
+# The provider files wait on Slurm's power-saving timers more than they compute (their lane, the
+# last to end, used about 45 % of a core in the run of 2026-12-03 morning: 950 CPU-s in 2109 s):
+# in lanes of their own those waits fall beside the other lanes' work. The power-saving file moved
+# from the burst file's head to the pods' one on 2026-12-03 (a fourth lane, without a head more);
+# a fourth lane of test_pod.py alone, on 2026-12-01, made every lane slower on two cores (the
+# default scenario's converge 5:35 against 3:12), more than it took off the longest.
 # tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
-PROVIDERS_E2E := tests/e2e/test_burst.py tests/e2e/test_power_save.py
-POD_E2E := tests/e2e/test_pod.py
+PROVIDERS_E2E := tests/e2e/test_burst.py
+POD_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py
 E2E_SCENARIOS :=
 MOLECULE_SCENARIOS := default debian13 tailscale
 PROVIDERS_SCENARIOS :=
@@ -71,15 +71,18 @@ suites: images collection-link
 	  $(if $(CHECKS_BESIDE),checks 'python scripts/when_idle.py --window 180 --after $(CHECKS_AFTER) --at-most $(CHECKS_AT_MOST) && env -u ANSIBLE_CALLBACKS_ENABLED -u PROFILE_TASKS_TASK_OUTPUT_LIMIT scripts/low-priority $(MAKE) -s checks') \
 	  e2e 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/e2e.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 \
-	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E) $(POD_E2E)) | tee $(PROFILE)/e2e-pytest.log && pytest -q -m e2e --durations=0 $(POD_E2E) \
-	    | tee $(PROFILE)/pods-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
+	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E) $(POD_E2E)) | tee $(PROFILE)/e2e-pytest.log && pytest -q -m e2e --durations=0 $(LATE_E2E) \
+	    | tee $(PROFILE)/late-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
-	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS) \
-	    && pytest -q -m e2e --durations=0 $(LATE_E2E) | tee $(PROFILE)/late-pytest.log' \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS)' \
 	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
-	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))'; \
-	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log; \
+	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))' \
+	  pods 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/pods.log; \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(POD_E2E) \
+	    | tee $(PROFILE)/pods-pytest.log'; \
+	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log \
+	    $(PROFILE)/pods.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log $(PROFILE)/providers-pytest.log \
 	    $(PROFILE)/pods-pytest.log; \
 	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \

@@ -1,8 +1,8 @@
 """The rented machines' beds: a head, set up once per session, that files add their rented nodes to.
 
 Two of the same kind, each with its own network and container (they run in different lanes of
-`make test`, at once): RENTED (`rented-head` on meshctl-rented) for test_burst.py and
-test_power_save.py, PODS (`pods-head` on meshctl-pods) for test_pod.py.
+`make test`, at once): RENTED (`rented-head` on meshctl-rented) for test_burst.py, PODS (`pods-head`
+on meshctl-pods) for test_pod.py and then test_power_save.py.
 
 A Debian head (node `ctl`, the ready image), running the
 mesh over Tailscale (the stand-in: molecule/resources/tailscale/; the coordination service cannot
@@ -95,13 +95,13 @@ def on_head(command: str, check: bool = False, site: Site = RENTED) -> str:
 
 @pytest.fixture(scope="session")
 def rented(tmp_path_factory):
-    """RENTED's head (test_burst.py, test_power_save.py)."""
+    """RENTED's head (test_burst.py)."""
     yield from head_of(RENTED, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def pods_head(tmp_path_factory):
-    """PODS' head (test_pod.py)."""
+    """PODS' head (test_pod.py, then test_power_save.py)."""
     yield from head_of(PODS, tmp_path_factory)
 
 
@@ -238,12 +238,13 @@ class Instances(DockerBackend):
     bed tests which path"). USER is authorized the keys the launch named (Lambda's) and those of its
     OS template (Paperspace's: ``templates``, template id -> public keys, as the user made it)."""
 
-    def __init__(self, prefix: str, first: int, gpus: bool = False, bare: int = 0, user: str = "ubuntu"):
+    def __init__(self, prefix: str, first: int, gpus: bool = False, bare: int = 0, user: str = "ubuntu",
+                 site: Site = RENTED):  # fmt: skip
         super().__init__(create=self.make)
-        self.prefix, self.gpus, self.bare, self.user = prefix, gpus, bare, user
+        self.prefix, self.gpus, self.bare, self.user, self.site = prefix, gpus, bare, user, site
         self.templates: dict[str, list[str]] = {}
         self.images: dict[str, str] = {}  # instance id -> the image it started from
-        self.addresses = (RENTED.address(n) for n in itertools.count(first))
+        self.addresses = (site.address(n) for n in itertools.count(first))
 
     def make(self, machine) -> str:
         name, ip = f"{self.prefix}{machine.id[-4:]}", next(self.addresses)
@@ -251,7 +252,7 @@ class Instances(DockerBackend):
         # when the ready image is (the bed's other nodes start from it too).
         image = images.spec_for(SUITE).node_tag if len(self.images) < self.bare else ready.bed_image(SUITE)
         self.images[machine.id] = image
-        args = nodes.run_args(nodes.Node(name, ip), image, SPEC.network)
+        args = nodes.run_args(nodes.Node(name, ip), image, self.site.network)
         subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
         assert nodes.wait_running(name) in ("running", "degraded")
         vm = vm_script("ready" if image == ready.ready_tag(SUITE) else "bare", self.user)

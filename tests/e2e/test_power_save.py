@@ -20,10 +20,10 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
   instance (found by the node's name) and reaches it; idle again it is terminated again; a launch
   Lambda refuses (no capacity) leaves gpu2 DOWN with the reason.
 
-One bed for both (one head converged once), and that head is the rented machines' head
-that test_pod.py uses too (tests/e2e/rented.py: set up once, the mesh over the Tailscale stand-in,
-which n1 and every Lambda instance carry as well; this file takes n1 and gpu2 out again at its
-end): the global SuspendTime is an hour, so only a node's own idle time (its partition's
+One bed for both (one head converged once), and that head is the pods' head that test_pod.py
+uses after this file, in the same lane (tests/e2e/rented.py: PODS, set up once, the mesh over the
+Tailscale stand-in, which n1 and every Lambda instance carry as well; this file takes n1 and gpu2
+out again at its end, and forgets its providers' keys): the global SuspendTime is an hour, so only a node's own idle time (its partition's
 SuspendTime) stops it within the test. meshctl's runs here are the opt-in Mitogen ones
 (tests/e2e/__init__.py). Needs the Docker engine, the meshctl-node:bookworm image and the Python
 package index (the head's pip, through the test bed's CA bundle). MESHCTL_E2E_POWER_SUITE=trixie
@@ -54,11 +54,9 @@ from tests.cloud_standin import KEY, DockerBackend, Standin
 from tests.e2e import MITOGEN, meshctl_in, on_container, runs_said, slurm_job_state, wait_for
 from tests.e2e.rented import (
     FRESH_BOOT,
-    GATEWAY,
-    HEAD_CONTAINER,
     JOB_USER,
     NAME,
-    SPEC,
+    PODS,
     SUITE,
     TS_KEY,
     Instances,
@@ -69,7 +67,10 @@ from tests.e2e.standin import install_standin
 
 pytestmark = pytest.mark.e2e
 
-N1 = "100.100.70.11"  # on the rented machines' network (tests/e2e/rented.py: SPEC, the head, GATEWAY)
+# The pods' head (tests/e2e/rented.py: PODS), after test_pod.py in the same lane: the rented
+# machines' head is test_burst.py's, in a lane of its own (both files mostly wait on Slurm's timers).
+SPEC, HEAD_CONTAINER, GATEWAY = PODS.spec, PODS.container, PODS.gateway
+N1 = PODS.address(11)  # on the pods' head's network
 IDLE = 60  # seconds: each rented node's idle_stop
 LAUNCHED = "power-i"  # the prefix of the containers Lambda's stand-in launches
 
@@ -157,16 +158,17 @@ def stale_instances() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def bed(rented):
-    """n1 and gpu2 added to the rented machines' head (tests/e2e/rented.py), and taken out again at
-    the end: the head as this file found it."""
+def bed(pods_head):
+    """n1 and gpu2 added to the pods' head (tests/e2e/rented.py: PODS), and taken out again at the
+    end: the head as this file found it."""
+    rented = pods_head
     root, key = rented.root, rented.key
     if stale_instances():  # instances of a run that was cut short
         subprocess.run(["docker", "rm", "-f", "-v", *stale_instances()], capture_output=True, check=False)
     subprocess.run(["docker", "rm", "-f", "-v", "power-n1"], capture_output=True, check=False)
     args = nodes.run_args(nodes.Node("power-n1", N1), ready.bed_image(SUITE), SPEC.network)
     subprocess.run([*args[:-1], "--cap-add", "SYS_TIME", args[-1]], capture_output=True, check=True)
-    machines, instances = DockerBackend(), Instances(LAUNCHED, 21)
+    machines, instances = DockerBackend(), Instances(LAUNCHED, 21, site=PODS)
     env = {}
     try:
         assert nodes.wait_running("power-n1") in ("running", "degraded")

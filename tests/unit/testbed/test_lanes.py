@@ -1,7 +1,8 @@
-"""`make test` runs the e2e files and the Molecule scenarios in three lanes (Makefile `suites`):
+"""`make test` runs the e2e files and the Molecule scenarios in four lanes (Makefile `suites`):
 every scenario is in exactly one lane, LATE_E2E, PROVIDERS_E2E and POD_E2E name e2e files that exist
-(in one lane each), and the scenarios that share container names (default and debian13: head, gpu1,
-cpu1) are in the same lane."""
+(in one lane each), the files that share a rented machines' head run in one lane, and the
+scenarios that share container names (default and debian13: head, gpu1, cpu1) are in the same
+lane."""
 
 import re
 from pathlib import Path
@@ -42,6 +43,25 @@ def test_the_late_the_providers_and_the_pod_e2e_files_exist_each_in_one_lane():
     for files in (late, providers, pods):
         assert files and all((REPO / path).is_file() and path.startswith("tests/e2e/test_") for path in files)
     assert len({*late, *providers, *pods}) == len(late) + len(providers) + len(pods)
+
+
+def test_the_files_that_share_a_rented_machines_head_run_in_one_lane_one_after_the_other():
+    """A head of tests/e2e/rented.py (a session fixture: `rented`, `pods_head`) is set up once per
+    pytest run and its files add and take out their nodes in turn: two lanes at once would each make
+    it (the same container and network) under the other."""
+    e2e = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "e2e").glob("test_*.py"))
+    providers, pods = make_list("PROVIDERS_E2E"), make_list("POD_E2E")
+    rest = [f for f in e2e if f not in providers and f not in pods]  # the e2e lane (LATE_E2E too)
+    heads = {"rented": set(), "pods_head": set()}
+    for path in e2e:
+        for fixture in re.findall(r"^def \w+\(([^)]*)\)", (REPO / path).read_text(), re.M):
+            for name in heads:
+                if re.search(rf"\b{name}\b", fixture):
+                    heads[name].add(path)
+    assert heads["rented"] and heads["pods_head"], heads
+    for name, files in heads.items():
+        lanes = [lane for lane in (rest, providers, pods) if files & set(lane)]
+        assert len(lanes) == 1, (name, files)
 
 
 def subnets(scenario: str) -> set[str]:
