@@ -23,11 +23,11 @@ One Debian 12 head (Slurm 22.05) and two rented nodes, each a stand-in provider'
 One bed for both (one head converged once), and that head is the pods' head that test_pod.py
 uses after this file, in the same lane (tests/e2e/rented.py: PODS, set up once, the mesh over the
 Tailscale stand-in, which n1 and every Lambda instance carry as well; this file takes n1 and gpu2
-out again at its end, and forgets its providers' keys): the global SuspendTime is an hour, so only a node's own idle time (its partition's
-SuspendTime) stops it within the test. meshctl's runs here are the opt-in Mitogen ones
-(tests/e2e/__init__.py). Needs the Docker engine, the meshctl-node:bookworm image and the Python
-package index (the head's pip, through the test bed's CA bundle). MESHCTL_E2E_POWER_SUITE=trixie
-runs it all on Debian 13 (Slurm 24.11).
+out again at its end, and forgets its providers' keys): the global SuspendTime is an hour, so only
+a node's own idle time (its partition's SuspendTime) stops it within the test. meshctl's runs here
+are the opt-in Mitogen ones (tests/e2e/__init__.py). Needs the Docker engine, the
+meshctl-node:bookworm image and the Python package index (the head's pip, through the test bed's
+CA bundle). MESHCTL_E2E_POWER_SUITE=trixie runs it all on Debian 13 (Slurm 24.11).
 
 A started VM has booted: Slurm waits for a resumed node's boot time to be after the start it asked
 for ("Still waiting for boot of node"). A container shares the host's kernel and its uptime, so
