@@ -12,8 +12,9 @@ a process started afterwards inherits it), and reads each Docker container's `cp
 (the last value seen: a container removed keeps what it had used). Every 30 s, and when the stop
 file appears, it writes OUT.json: the machine's busy CPU-seconds since it started, each lane's
 (the Ansible controllers, pytest, meshctl, ssh) and each container's by name (containers of the
-same name in two scenarios add up). What is in neither is the engine, the kernel's threads and
-whatever else ran. docs/testing.md ("Where the time goes") names it.
+same name in two scenarios add up), and the engine's daemons' (dockerd, containerd). What is in
+none of these is the kernel's threads and whatever else ran. docs/testing.md ("Where the time
+goes") names it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,24 @@ from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 LANES = {"e2e": "profile/e2e.log", "molecule": "profile/molecule.log", "providers": "profile/providers.log",
-         "checks": "when_idle.py"}  # fmt: skip
+         "pods": "profile/pods.log", "checks": "when_idle.py"}  # fmt: skip
+ENGINE = ("dockerd", "containerd")  # the engine's daemons: their CPU, apart from the containers'
+
+
+def engine_seconds() -> float:
+    """CPU-seconds the engine's daemons (ENGINE) have used since they started."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1 : stat.rindex(")")] in ENGINE:
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def busy_ticks() -> int:
@@ -64,7 +82,7 @@ def sample(out: Path, stop: Path) -> None:
         (CPUACCT / f"lane_{lane}").mkdir(exist_ok=True)
     lane_usage = {lane: CPUACCT / f"lane_{lane}" / "cpuacct.usage" for lane in LANES}
     at_start = {lane: int(path.read_text()) for lane, path in lane_usage.items()}  # a cgroup kept from before
-    start_ticks, start = busy_ticks(), time.monotonic()
+    start_ticks, start, engine_start = busy_ticks(), time.monotonic(), engine_seconds()
     moved: dict[str, set[int]] = {lane: set() for lane in LANES}
     usage: dict[str, int] = {}
     names: dict[str, str] = {}
@@ -101,7 +119,8 @@ def sample(out: Path, stop: Path) -> None:
             lanes = {lane: (int(path.read_text()) - at_start[lane]) / 1e9 for lane, path in lane_usage.items()}
             report = {"seconds": round(time.monotonic() - start),
                       "machine_busy_cpu_s": (busy_ticks() - start_ticks) / os.sysconf("SC_CLK_TCK"),
-                      "lanes": lanes, "containers": containers}  # fmt: skip
+                      "lanes": lanes, "engine": engine_seconds() - engine_start,
+                      "containers": containers}  # fmt: skip
             out.write_text(json.dumps(report, indent=1))
             written = time.monotonic()
         if stopping:
@@ -117,7 +136,10 @@ def show(path: Path) -> None:
         print(f"{seconds:8.0f}  lane {lane} (this machine's processes)")
     for name, seconds in sorted(containers.items(), key=lambda item: -item[1]):
         print(f"{seconds:8.0f}  container {name}")
-    print(f"{busy - sum(lanes.values()) - sum(containers.values()):8.0f}  neither (engine, kernel, the rest)")
+    engine = report.get("engine", 0.0)
+    print(f"{engine:8.0f}  the engine's daemons ({', '.join(ENGINE)})")
+    rest = busy - sum(lanes.values()) - sum(containers.values()) - engine
+    print(f"{rest:8.0f}  none of these (the kernel, the rest)")
 
 
 def main() -> None:

@@ -2,8 +2,9 @@
 
 A Debian 12 head and a Debian 13 node, fresh from their images, no meshctl run on them yet. The
 dry runs must pass and change nothing (no package installed, no file written on the nodes); a
-Debian 13 node with the default settings is refused naming the fix, and with the fix the dry run
-passes. Needs the Docker engine and the meshctl-node:bookworm and :trixie images.
+Debian 13 node with the default settings (its Slurm 24.11, newer than the head's 22.05) is refused
+by add-node before any role ran, naming the fix, and recorded as pending only; with the fix the
+dry run passes. Needs the Docker engine and the meshctl-node:bookworm and :trixie images.
 """
 
 import os
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from meshctl.localmesh import nodes
+from meshctl.mesh import Mesh
 from tests.e2e import TESTBED_ENV
 
 pytestmark = pytest.mark.e2e
@@ -76,10 +78,17 @@ def test_a_fresh_mesh_passes_apply_check_and_nothing_changes(bed):
 
 def test_a_debian_13_node_is_refused_with_the_fix_then_its_dry_run_passes(bed):
     root, key = bed
+    # add-node itself, not a dry run: refused before any role ran, on the node and on the head.
+    head_before = untouched("first-head")
     refused = meshctl(root, "add-node", f"root@{NEW13.address}", "--name", "n13", "--ssh-key", str(key),
-                      "--provider", "local", "--dry-run")  # fmt: skip
+                      "--provider", "local")  # fmt: skip
     assert refused.returncode == 5, refused.stdout[-3000:] + refused.stderr
-    assert "set slurm_build_packages: true" in refused.stderr  # the refusal names the fix
+    assert "Slurm version skew" in refused.stderr
+    assert "n13 has slurmd 24.11" in refused.stderr and "newer than slurmctld 22.05" in refused.stderr
+    assert "set slurm_build_packages: true" in refused.stderr  # the refusal names the fix: 22.05 built for it
+    assert untouched(NEW13.name) == "2\n2\n" and untouched("first-head") == head_before
+    states = {n.name: n.state for n in Mesh(root / "lab").load()[0]}
+    assert states["n13"] == "pending"  # recorded, never active
     settings = root / "lab" / "group_vars" / "all.yml"
     data = yaml.safe_load(settings.read_text()) or {}  # init writes comments only
     settings.write_text(settings.read_text() + "slurm_build_packages: true\n")
