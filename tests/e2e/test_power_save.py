@@ -414,19 +414,20 @@ def test_the_slurm_user_cannot_make_root_follow_or_swap_the_heads_meshctl_folder
         "rm -rf /var/lib/meshctl/power/relaunch && ln -s /root/witness.d /var/lib/meshctl/power/relaunch"
     )
     assert planted.endswith("rc=0"), planted
+    shown = False
     try:
         applied = meshctl(root, "apply", "--limit", NAME, env=env)
         assert on_head("stat -c '%U %G %a' /root/witness /root/witness.d") == "root root 600\nroot root 700"
         # The link in place of the spool is removed, never followed, and the run goes on.
         assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr
         assert on_head("stat -c '%F %U %a' /var/lib/meshctl/power/relaunch") == "directory slurm 750"
-    finally:  # the bed as it was: the slurm user's own files back, the head converged again
+        shown = True
+    finally:  # the bed as it was: the slurm user's own files back (and the head converged again if not shown)
         as_slurm("rm -f /var/log/slurm/meshctl-power.log && "
                  "mv /var/log/slurm/meshctl-power.old /var/log/slurm/meshctl-power.log")  # fmt: skip
         on_head("rm -rf /root/witness /root/witness.d")
-    again = meshctl(root, "apply", "--limit", NAME, env=env)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr
-    assert on_head("stat -c '%U %a' /var/lib/meshctl/power/relaunch") == "slurm 750"
+        if not shown:  # for test_pod.py, which uses this head next
+            meshctl(root, "apply", "--limit", NAME, env=env)
 
 
 def relaunch_state() -> str:
