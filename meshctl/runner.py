@@ -522,13 +522,14 @@ def interrupted_run(stats: dict[str, dict[str, int]], log: Path | None) -> Inter
 
 def raise_for(result: RunResult, retry: str, done: str = "", head: str | None = None) -> None:
     """The outcome of a run that was not ok: interrupted (130), nodes that did not answer and no other
-    failure (7, ``errors.unreachable``'s words: DONE says what was or was not done), else failed (5,
-    RETRY as the fix)."""
+    failure, or the head (HEAD) did not answer (7, ``errors.unreachable``'s words: DONE says what was
+    or was not done), else failed (5, RETRY as the fix). Every node waits for the head: what the
+    others failed at without it (role slurm_preflight stops them, naming it) is not another outcome."""
     if result.ok:
         return
     if result.status == "canceled":  # the run was stopped (run_playbook raises this itself)
         raise interrupted_run(result.stats, result.log)
-    if result.unreachable and not result.failed:
+    if result.unreachable and (not result.failed or head in result.unreachable):
         said = {f.host: f.message for f in result.failures}
         rows = {host: said.get(host, "no answer") for host in result.unreachable if host != "localhost"}
         if rows:

@@ -288,3 +288,28 @@ def test_long_runs_show_a_bar_per_node_from_what_its_last_run_took_and_the_step_
     assert progress.bar("n1") == "10/?"
     (mesh_dir / "logs" / runner.TASK_COUNTS).write_text("[not, a, mapping")  # a broken file: no bars, no error
     assert runner.read_task_counts(mesh_dir, "site.yml", ["head"]) == {}
+
+
+def test_the_head_not_answering_is_exit_7_though_the_nodes_waiting_for_it_failed():
+    from meshctl.errors import PartialError, PlaybookError
+
+    waited = runner.Failure("n1", "Wait for the head, whose Slurm this node's is checked against",
+                            "The head ctl dropped out of this run (it did not answer, or failed above)")  # fmt: skip
+    lost = runner.Failure("ctl", "Gathering Facts", "Task failed: Connection timed out.")
+    result = runner.RunResult("failed", 2, failures=[lost, waited],
+                              stats={"ctl": {"unreachable": 1}, "n1": {"ok": 10, "failed": 1}})  # fmt: skip
+    with pytest.raises(PartialError) as caught:
+        runner.raise_for(result, "retry", head="ctl")
+    said = str(caught.value)
+    assert caught.value.exit_code == 7 and "could not be reached: ctl" in said and "the head, ctl, among them" in said
+    assert caught.value.unreachable == {"ctl": "Task failed: Connection timed out."}
+    assert "every node waits for it" in caught.value.todos["ctl"]
+    # A node that did not answer beside a node that failed on its own, the head answering: failed (5).
+    other = runner.RunResult("failed", 2, failures=[runner.Failure("n2", "Install munge", "no space left")],
+                             stats={"ctl": {"ok": 3}, "n1": {"unreachable": 1}, "n2": {"failed": 1}})  # fmt: skip
+    with pytest.raises(PlaybookError) as failed:
+        runner.raise_for(other, "retry", head="ctl")
+    assert failed.value.exit_code == 5 and "Install munge" in str(failed.value)
+    # A command that names no head (usage) keeps the rule: any failure besides is a failure.
+    with pytest.raises(PlaybookError):
+        runner.raise_for(result, "retry")
