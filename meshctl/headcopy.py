@@ -41,14 +41,25 @@ def relaunchable(nodes: list[Node]) -> list[Node]:
     return [n for n in nodes if cloud.provider_of(n) in cloud.RELAUNCHED]
 
 
-def requirements() -> list[str]:
-    """What meshctl needs on the head, from its own package metadata (pyproject's dependencies):
-    the runtime ones, not the tests' and not Mitogen (plain Ansible there)."""
+def _runtime() -> list[str]:
     try:
         wanted = metadata.requires("meshctl") or []
     except metadata.PackageNotFoundError:
         wanted = []
-    return sorted(r for r in wanted if "extra ==" not in r and not r.lower().startswith("mitogen"))
+    return [r for r in wanted if "extra ==" not in r]
+
+
+def requirements() -> list[str]:
+    """What meshctl needs on the head, from its own package metadata (pyproject's dependencies):
+    the runtime ones, not the tests' and not Mitogen (the head's runs are plain Ansible unless the
+    mesh sets relaunch_mitogen: ``mitogen_requirements``)."""
+    return sorted(r for r in _runtime() if not r.lower().startswith("mitogen"))
+
+
+def mitogen_requirements() -> list[str]:
+    """Mitogen as meshctl's metadata pins it: what role relaunch adds to the head's virtualenv where
+    the mesh sets relaunch_mitogen (the head's own runs then go under Mitogen's strategy)."""
+    return sorted(r for r in _runtime() if r.lower().startswith("mitogen"))
 
 
 def _files(root: Path, part: str):
@@ -116,7 +127,12 @@ def control_vars(nodes: list[Node], mesh_vars: dict) -> dict:
         public = Path(f"{node.ssh_key}.pub") if node is not None and node.ssh_key else head_public
         if name not in keys and public and public.is_file():
             keys[name] = public.read_text(encoding="utf-8").strip()
-    return {"relaunch_code": str(code_archive()), "relaunch_requirements": requirements(), "relaunch_keys": keys}
+    return {
+        "relaunch_code": str(code_archive()),
+        "relaunch_requirements": requirements(),
+        "relaunch_mitogen_requirements": mitogen_requirements(),
+        "relaunch_keys": keys,
+    }
 
 
 MAX_SPEC_BYTES = 64 * 1024

@@ -100,6 +100,7 @@ def requirement_sets() -> dict[str, list[str]]:
         "mlflow": [mlflow_package()],
         "job_env": [str(p) for p in job_env.get("job_env_packages") or []],
         "relaunch": headcopy.requirements(),
+        "relaunch_mitogen": headcopy.mitogen_requirements(),  # a head with relaunch_mitogen on
         "job_env_torch": torch_requirements(torch_wheel()),
     }
 

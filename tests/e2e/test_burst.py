@@ -51,6 +51,8 @@ STEPS = 120  # the training run's: 1 s each (1.5 under load); it trains on while
 SLURMD_TIMEOUT = 30  # the rented bed's grace for a node that stopped answering (tests/e2e/rented.py)
 TRAINING: dict = {}  # the training run the rent starts, which the next test takes the machine away from
 CHEAPEST, NEXT = "gpu_1x_h100_pcie", "gpu_1x_h100_sxm5"
+HEAD_MITOGEN = "relaunch_mitogen: true\n"  # the head's own runs under Mitogen (role relaunch)
+HEAD_RUNS = "/var/lib/meshctl/control/logs"  # the head's run logs (its copy of the mesh)
 
 
 def on_head(command: str) -> str:
@@ -157,6 +159,8 @@ def bed(rented):
                 assert stored.returncode == 0, stored.stdout + stored.stderr
             with (rented.mesh / "group_vars" / "all.yml").open("a") as handle:
                 handle.write(f"mesh_burst_cooldown: {COOLDOWN}\npaperspace_prices: {{H100: {PAPERSPACE_H100}}}\n")
+                # The head sets its pool's machines up under Mitogen (test_power_save.py's head: plain).
+                handle.write(HEAD_MITOGEN)
             # The pool's machines train: PyTorch in their job environment (the head's copy of the
             # mesh has it from the first converge, `burst add`'s).
             for provider in ("lambda", "paperspace"):
@@ -169,7 +173,8 @@ def bed(rented):
         for provider in ("lambda", "paperspace"):
             (rented.mesh / "group_vars" / f"{provider}.yml").unlink(missing_ok=True)
         settings = rented.mesh / "group_vars" / "all.yml"  # the next file's mesh prices no Paperspace type
-        settings.write_text(settings.read_text().replace(f"paperspace_prices: {{H100: {PAPERSPACE_H100}}}\n", ""))
+        settings.write_text(settings.read_text().replace(f"paperspace_prices: {{H100: {PAPERSPACE_H100}}}\n", "")
+                            .replace(HEAD_MITOGEN, ""))  # fmt: skip
         for container in [*instances.containers.values(), *machines.containers.values()]:
             subprocess.run(["docker", "rm", "-f", "-v", container], capture_output=True, check=False)
 
@@ -240,6 +245,9 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
     assert "at $3.29/h" in said and "launch (created, running) in" in said and "setup (add-node" in said, said
     said_there = wait_for(lambda: training_said(job), 60, 2)  # its step's rendezvous: on the rented machine
     assert f"rendezvous on {node} ({rented_now[0].ip}:" in said_there, said_there
+    # The head set it up under Mitogen (relaunch_mitogen), as each run log's first line says.
+    ways = on_head(f"head -qn1 {HEAD_RUNS}/*.log")
+    assert "# meshctl: site.yml, Mitogen (MESHCTL_MITOGEN=1)" in ways.splitlines(), ways
     TRAINING.update(node=node, first=rented_now[0])
     phases = [line.split(": ", 1)[1] for line in said.splitlines() if " in " in line and line.endswith(" s")]
     print(f"\nsbatch to RUNNING on pool node {node}: {began - submitted:.0f} s ({'; '.join(phases)})")

@@ -313,6 +313,10 @@ def test_a_job_for_each_starts_n1_again_and_has_the_head_launch_gpu2_again(bed):
     # there: the same key the machine shows, recorded before the control machine ever reached it.
     assert "with the host key(s) the head met on it" in applied.stdout
     record = json.loads(on_head("cat /var/lib/meshctl/control/relaunched/gpu2.json"))
+    # The head's setup of it was plain Ansible (relaunch_mitogen off: the default; test_burst.py's
+    # head runs Mitogen), as its run log's first line says.
+    ways = on_head("head -qn1 /var/lib/meshctl/control/logs/*.log").splitlines()
+    assert "# meshctl: site.yml, plain Ansible" in ways and not [w for w in ways if "Mitogen" in w], ways
     assert record["instance"] == f"lambda:{new[0].id}" and record["host_keys"]
     shown = subprocess.run(["docker", "exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
                            capture_output=True, text=True, check=True).stdout.split()[:2]  # fmt: skip

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,9 @@ def test_control_vars_only_with_a_lambda_node_and_never_on_the_heads_copy(mesh, 
     assert KEY not in json.dumps(wanted) and "PRIVATE" not in json.dumps(wanted)
     assert any(r.startswith("ansible") for r in wanted["relaunch_requirements"])
     assert not any(r.startswith(("mitogen", "pytest", "molecule")) for r in wanted["relaunch_requirements"])
+    # Mitogen apart, as meshctl's own metadata pins it: the role adds it where relaunch_mitogen is on.
+    pinned = [r for r in metadata.requires("meshctl") if r.startswith("mitogen")]
+    assert wanted["relaunch_mitogen_requirements"] == pinned and len(pinned) == 1
     assert headcopy.control_vars(nodes, {"meshctl_head_copy": True}) == {}
 
 
@@ -339,22 +343,35 @@ def test_the_relaunch_service_clears_anything_in_its_spool_and_never_crashes(mes
     assert "nodename=gpu2 state=down" in said and "Not_A_Node" not in said
 
 
-def test_the_relaunch_service_imports_only_from_its_code():
-    """`python -m` puts its working directory first on sys.path: the unit's is /, and PYTHONSAFEPATH
-    leaves even that out (before: the mesh copy's folder)."""
+def relaunch_unit(**settings) -> list[str]:
+    """The relaunch service's unit as role relaunch renders it, with SETTINGS over the defaults."""
     import jinja2
 
     templates = Path(__file__).resolve().parents[3] / "roles" / "relaunch" / "templates"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), undefined=jinja2.StrictUndefined)
     env.filters["upper"] = str.upper
-    unit = env.get_template("meshctl-relaunch.service.j2").render(
-        ansible_managed="x", relaunch_dir="/var/lib/meshctl/control", relaunch_prefix="/opt/meshctl/control",
-        mesh_power_providers=["lambda"], mesh_provider_api_urls={}, relaunch_spool="/var/lib/meshctl/power/relaunch",
-        mesh_power_state_dir="/var/lib/meshctl/power", relaunch_head_key="/root/.ssh/k",
-        mesh_burst_cooldown=300, mesh_burst_nodes=[])  # fmt: skip
-    lines = unit.splitlines()
+    env.filters["bool"] = bool
+    defaults = yaml.safe_load((templates.parent / "defaults" / "main.yml").read_text())
+    return env.get_template("meshctl-relaunch.service.j2").render({
+        **defaults, "ansible_managed": "x", "mesh_power_providers": ["lambda"], "mesh_provider_api_urls": {},
+        "relaunch_spool": "/var/lib/meshctl/power/relaunch", "mesh_power_state_dir": "/var/lib/meshctl/power",
+        "relaunch_head_key": "/root/.ssh/k", "mesh_burst_cooldown": 300, "mesh_burst_nodes": [], **settings,
+    }).splitlines()  # fmt: skip
+
+
+def test_the_relaunch_service_imports_only_from_its_code():
+    """`python -m` puts its working directory first on sys.path: the unit's is /, and PYTHONSAFEPATH
+    leaves even that out (before: the mesh copy's folder)."""
+    lines = relaunch_unit()
     assert "WorkingDirectory=/" in lines and "Environment=PYTHONSAFEPATH=1" in lines
     assert "Environment=PYTHONPATH=/opt/meshctl/control/src" in lines
+
+
+def test_the_heads_runs_go_under_mitogen_only_where_the_mesh_says_so():
+    """relaunch_mitogen: meshctl on the head gets MESHCTL_MITOGEN=1 (runner.mitogen_strategies
+    reads it); by default its runs are plain Ansible, as the control machine's are."""
+    assert not [line for line in relaunch_unit() if "MESHCTL_MITOGEN" in line]
+    assert "Environment=MESHCTL_MITOGEN=1" in relaunch_unit(relaunch_mitogen=True)
 
 
 @pytest.mark.parametrize("playbook", ["rotate_munge_key.yml", "rotate_authkey.yml"])

@@ -1,10 +1,12 @@
 """The test beds' ready image: what it holds is read from the roles, and it is used only when current."""
 
 import re
+import shlex
 
+import jinja2
 import yaml
 
-from meshctl import resources
+from meshctl import headcopy, resources
 from meshctl.localmesh import images, ready
 
 
@@ -56,10 +58,21 @@ def test_the_build_script_starts_no_daemon_leaves_none_enabled_and_no_munge_key(
 def test_the_relaunch_requirements_file_is_written_as_the_role_writes_it():
     (venv,) = [v for v in ready.virtualenvs() if "requirements_file" in v]
     text = ready.script(ready.packages(), [venv])
-    # The role: content "{{ relaunch_requirements | join('\\n') }}\\n", then pip only when it changed.
-    task = (resources.roles_dir() / "relaunch" / "tasks" / "install.yml").read_text()
-    assert "content: \"{{ relaunch_requirements | join('\\n') }}\\n\"" in task
-    assert venv["requirements_file"] in text and "rich>=13\n' >" in text
+    # The role writes the file (then runs pip only when it changed): its task's content rendered with
+    # the role's defaults (relaunch_mitogen off) and what meshctl hands it is what the image holds.
+    tasks = yaml.safe_load((resources.roles_dir() / "relaunch" / "tasks" / "install.yml").read_text())
+    (task,) = [t for t in tasks if t.get("register") == "relaunch_requirements_written"]
+    defaults = yaml.safe_load((resources.roles_dir() / "relaunch" / "defaults" / "main.yml").read_text())
+    # (Ansible keeps a template's trailing newlines)
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    environment.filters["bool"] = bool
+    values = {**defaults, "relaunch_requirements": headcopy.requirements(),
+              "relaunch_mitogen_requirements": headcopy.mitogen_requirements()}  # fmt: skip
+    values.update({k: environment.from_string(v).render(values) for k, v in task.get("vars", {}).items()})
+    values = {k: (yaml.safe_load(v) if k in task.get("vars", {}) else v) for k, v in values.items()}
+    written = environment.from_string(task["ansible.builtin.copy"]["content"]).render(values)
+    assert f"printf %s {shlex.quote(written)} > {venv['requirements_file']}" in text
+    assert "rich>=13\n" in written and "mitogen" not in written
 
 
 def test_a_bed_takes_the_ready_image_only_when_it_is_built_for_todays_roles(monkeypatch):

@@ -29,6 +29,7 @@ def test_what_is_filled_is_read_from_the_roles_own_defaults():
     assert sets["mlflow"] == [f"mlflow[auth]=={mlflow['mlflow_version']}"]  # vars/main.yml's mlflow_package
     assert sets["job_env"] == job_env["job_env_packages"]
     assert sets["relaunch"] == headcopy.requirements() and sets["relaunch"]
+    assert sets["relaunch_mitogen"] == headcopy.mitogen_requirements() and sets["relaunch_mitogen"]
 
 
 def test_a_changed_requirement_or_image_list_is_a_new_fill():
