@@ -350,7 +350,10 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     runs = json.loads(on_head(f"runuser -u {JOB_USER} -- bash -c {shlex.quote(MLFLOW_RUN)} {job}") or "[]")
     assert [r["status"] for r in runs] == ["FINISHED"], runs
     assert runs[0]["steps"] == list(range(1, STEPS + 1)), runs[0]["steps"]
-    # No container of a lost machine left; the head's log says what it did.
+    # No container of a lost machine left (a terminate answered, its container going: settle); the
+    # head's log says what it did.
+    instances.settle()
+    machines.settle()
     names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True).stdout
     assert not {instances.containers[first.id], machines.containers[second.id]} & set(names.split()), names
     log = on_head("cat /var/log/slurm/meshctl-power.log")
@@ -453,6 +456,8 @@ def test_idle_for_the_pools_idle_time_the_machine_is_terminated(bed):
     shown = json.loads(status.stdout[: status.stdout.rindex("}") + 1])
     pooled = {r["name"]: r for r in shown["nodes"] if r["pool"]}
     assert all(not r["instance"] and r["since"] is None for r in pooled.values()), pooled  # given back
+    instances.settle()
+    machines.settle()
     for prefix in (LAUNCHED, CREATED):
         assert not subprocess.run(["docker", "ps", "-q", "--filter", f"name=^{prefix}"], capture_output=True,
                                   text=True, check=False).stdout.split()  # fmt: skip
