@@ -54,12 +54,21 @@ test: venv engine cache images ready wheels collection
 # a fourth lane of test_pod.py alone, on 2026-12-01, made every lane slower on two cores (the
 # default scenario's converge 5:35 against 3:12), more than it took off the longest.
 # tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
+# Lane build: BUILD_SCENARIOS (slurm_build: the mesh's Slurm built for Debian 13, about 450 CPU-s and
+# 13 minutes of the cores' share on a fresh machine), then BUILT says it ended. The molecule lane
+# runs debian13 meanwhile, then waits for BUILT before default, whose cpu13 finds the build kept on
+# this machine: in default's converge the build had every other node of the scenario wait on it (21
+# of the run's last 50 minutes, the molecule lane alone for its last 12: 2026-12-03 evening).
 LATE_E2E := tests/e2e/test_first_run.py tests/e2e/test_collection.py
 PROVIDERS_E2E := tests/e2e/test_burst.py
 POD_E2E := tests/e2e/test_power_save.py tests/e2e/test_pod.py
 E2E_SCENARIOS :=
-MOLECULE_SCENARIOS := default debian13
+MOLECULE_SCENARIOS := debian13 default
 PROVIDERS_SCENARIOS := tailscale
+BUILD_SCENARIOS := slurm_build
+BUILT := $(PROFILE)/build.done
+# The longest the molecule lane waits for BUILT (after it, cpu13 builds itself).
+BUILT_WAIT := 3600
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
 # on; scripts/ansible_profile.py then says where the lane's minutes went (docs/testing.md). The
 # variable that enables it wins over Molecule's callbacks_enabled, so it names meshctl.mesh.preload
@@ -77,7 +86,10 @@ suites: images collection-link
 	    $(addprefix --ignore=,$(LATE_E2E) $(PROVIDERS_E2E) $(POD_E2E)) | tee $(PROFILE)/e2e-pytest.log && pytest -q -m e2e --durations=0 $(LATE_E2E) \
 	    | tee $(PROFILE)/late-pytest.log $(if $(E2E_SCENARIOS),&& python scripts/molecule_all.py $(E2E_SCENARIOS))' \
 	  molecule 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/molecule.log; \
-	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py $(MOLECULE_SCENARIOS)' \
+	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && python scripts/molecule_all.py \
+	    --wait-for $(BUILT) --wait-at-most $(BUILT_WAIT) --before default $(MOLECULE_SCENARIOS)' \
+	  build 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/build.log; \
+	    python scripts/molecule_all.py $(BUILD_SCENARIOS); rc=$$?; touch $(BUILT); exit $$rc' \
 	  providers 'set -o pipefail; export ANSIBLE_LOG_PATH=$(CURDIR)/$(PROFILE)/providers.log; \
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(PROVIDERS_E2E) \
 	    | tee $(PROFILE)/providers-pytest.log $(if $(PROVIDERS_SCENARIOS),&& python scripts/molecule_all.py $(PROVIDERS_SCENARIOS))' \
@@ -85,7 +97,7 @@ suites: images collection-link
 	    python -m meshctl.localmesh wheels --wait $(WHEELS_WAIT) && pytest -q -m e2e --durations=0 $(POD_E2E) \
 	    | tee $(PROFILE)/pods-pytest.log'; \
 	  rc=$$?; python scripts/ansible_profile.py $(PROFILE)/e2e.log $(PROFILE)/molecule.log $(PROFILE)/providers.log \
-	    $(PROFILE)/pods.log; \
+	    $(PROFILE)/pods.log $(PROFILE)/build.log; \
 	  python scripts/test_seconds.py $(PROFILE)/e2e-pytest.log $(PROFILE)/late-pytest.log $(PROFILE)/providers-pytest.log \
 	    $(PROFILE)/pods-pytest.log; \
 	  python -m meshctl.localmesh cache; cat build/wheels.log 2>/dev/null; \

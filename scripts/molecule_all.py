@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Run every Molecule scenario's test sequence, as `molecule test --all` does, each step timed.
 
-Usage: scripts/molecule_all.py [SCENARIO ...]   (every folder of molecule/ with a molecule.yml)
+Usage: scripts/molecule_all.py [--wait-for FILE --before SCENARIO [--wait-at-most SECONDS]] [SCENARIO ...]
+(every folder of molecule/ with a molecule.yml when none is named)
+
+``--wait-for FILE --before SCENARIO``: SCENARIO starts once FILE exists (another lane's word that it
+ended: the Makefile's build lane, whose Slurm build the default scenario's cpu13 then finds), or after
+SECONDS (default 3600) without it, said.
 
 Every step that runs a playbook runs under Mitogen's strategy, as meshctl's own runs do
 (meshctl/runner.py): one Python per node for the whole run instead of a `docker exec` and a fresh
@@ -80,10 +85,39 @@ def testbed_pip() -> str:
     return json.dumps(wheels.bed_pip_environment())
 
 
+def wait_for(path: Path, at_most: float, scenario: str, clock=time.monotonic, sleep=time.sleep) -> bool:
+    """Until PATH exists (True) or AT_MOST seconds passed (False), each said."""
+    started = clock()
+    print(f"==> [molecule {scenario}] waits for {path}", flush=True)
+    while not path.exists():
+        if clock() - started >= at_most:
+            print(f"==> [molecule {scenario}] {path} not there after {at_most:.0f} s: starting without it", flush=True)
+            return False
+        sleep(5)
+    print(f"==> [molecule {scenario}] {path} there after {clock() - started:.0f} s", flush=True)
+    return True
+
+
+def parse(argv: list[str]) -> tuple[list[str], Path | None, str | None, float]:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="molecule_all.py")
+    parser.add_argument("--wait-for", type=Path)
+    parser.add_argument("--before")
+    parser.add_argument("--wait-at-most", type=float, default=3600)
+    parser.add_argument("scenarios", nargs="*")
+    args = parser.parse_args(argv)
+    if (args.wait_for is None) != (args.before is None):
+        parser.error("--wait-for and --before go together")
+    return args.scenarios or scenarios(), args.wait_for, args.before, args.wait_at_most
+
+
 def main(argv: list[str]) -> int:
-    chosen = argv or scenarios()
+    chosen, wait_file, before, at_most = parse(argv)
     strategies = mitogen_strategies()
     for scenario in chosen:
+        if wait_file is not None and scenario == before:
+            wait_for(wait_file, at_most, scenario)
         started = time.monotonic()
         os.environ["MESHCTL_TESTBED_PIP"] = testbed_pip()  # ready now or not: asked per scenario
         print(f"==> [molecule {scenario}] pip: {os.environ['MESHCTL_TESTBED_PIP']}", flush=True)

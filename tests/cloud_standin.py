@@ -144,7 +144,7 @@ class DockerBackend(MemoryBackend):
         def remove() -> None:
             try:
                 self._docker("rm", "-f", "-v", container)
-            except Exception as exc:  # noqa: BLE001 - said by settle(), in the test's thread
+            except Exception as exc:  # said by settle(), in the test's thread
                 self._removal_errors.append(f"docker rm {container}: {exc}")
 
         thread = threading.Thread(target=remove, name=f"terminate {container}", daemon=True)

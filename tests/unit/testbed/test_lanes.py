@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
-LANES = ("E2E_SCENARIOS", "MOLECULE_SCENARIOS", "PROVIDERS_SCENARIOS")  # each lane's scenarios
+LANES = ("E2E_SCENARIOS", "MOLECULE_SCENARIOS", "PROVIDERS_SCENARIOS", "BUILD_SCENARIOS")  # each lane's scenarios
 
 
 def make_list(name: str) -> list[str]:
@@ -26,8 +26,54 @@ def platforms(scenario: str) -> set[str]:
 
 def test_every_scenario_runs_in_exactly_one_lane():
     scenarios = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
-    lanes = make_list("E2E_SCENARIOS") + make_list("MOLECULE_SCENARIOS") + make_list("PROVIDERS_SCENARIOS")
+    lanes = [scenario for lane in LANES for scenario in make_list(lane)]
     assert sorted(lanes) == scenarios
+
+
+def inventory(scenario: str) -> dict:
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text())
+    return config["provisioner"]["inventory"]
+
+
+def test_the_build_lane_makes_what_the_default_scenario_looks_for_before_default_starts():
+    """The scenario slurm_build builds the Slurm major the default scenario's mesh runs, into the
+    folder its cpu13 looks in; the molecule lane starts default once the build lane said it ended."""
+    built = inventory("slurm_build")["host_vars"]["build13"]
+    default = inventory("default")["group_vars"]["all"]
+    assert built["slurm_build_major"] == default["slurm_mesh_major"]
+    assert built["slurm_build_cache_dir"] == default["slurm_build_cache_dir"]
+    assert "slurm_build" in make_list("BUILD_SCENARIOS") and "default" in make_list("MOLECULE_SCENARIOS")
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"molecule_all\.py \\\n\s*--wait-for \$\(BUILT\) --wait-at-most \$\(BUILT_WAIT\) --before default",
+                     makefile), "the molecule lane waits for the build lane before default"  # fmt: skip
+    assert re.search(r"molecule_all\.py \$\(BUILD_SCENARIOS\); rc=\$\$\?; touch \$\(BUILT\)", makefile)
+
+
+def test_molecule_all_waits_for_the_file_before_the_scenario_named_and_at_most_as_long_as_told(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("molecule_all", REPO / "scripts" / "molecule_all.py")
+    molecule_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(molecule_all)
+    done = tmp_path / "build.done"
+    assert molecule_all.parse(["--wait-for", str(done), "--before", "default", "debian13", "default"]) == (
+        ["debian13", "default"], done, "default", 3600)  # fmt: skip
+    now = [0.0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+        if now[0] >= 15:
+            done.touch()
+
+    assert molecule_all.wait_for(done, 3600, "default", clock=lambda: now[0], sleep=sleep) is True
+    assert slept == [5, 5, 5]
+    done.unlink()
+    now[0] = 0.0
+    later = lambda seconds: now.__setitem__(0, now[0] + seconds)  # noqa: E731
+    assert molecule_all.wait_for(done, 12, "default", clock=lambda: now[0], sleep=later) is False
+    assert "not there after 12 s: starting without it" in capsys.readouterr().out
 
 
 def test_scenarios_of_different_lanes_share_no_container_name():
