@@ -39,12 +39,12 @@ CHECKS_AT_MOST := 600
 test: venv engine cache images ready wheels collection
 	@$(MAKE) -s suites CHECKS_BESIDE=1
 
-# The end-to-end tests and the Molecule scenarios at once, in four lanes (docs/testing.md, "The
+# The end-to-end tests and the Molecule scenarios at once, in five lanes (docs/testing.md, "The
 # lanes"): they use their own networks and container names, except the scenarios default
 # and debian13 (the same names: one lane, one after the other).
 # Lane e2e: the e2e files but LATE_E2E, PROVIDERS_E2E and POD_E2E, then LATE_E2E (the short
 # first-run and collection files), then E2E_SCENARIOS (none). Lane molecule: MOLECULE_SCENARIOS
-# (default, debian13). Lane providers: PROVIDERS_E2E (the burst file, on the rented machines' head:
+# (debian13, then default once the build lane ended). Lane providers: PROVIDERS_E2E (the burst file, on the rented machines' head:
 # tests/e2e/rented.py, RENTED), then PROVIDERS_SCENARIOS (tailscale). Lane pods: POD_E2E
 # (the power-saving file, then the pods' file, one head between them: tests/e2e/rented.py, PODS).
 # The provider files wait on Slurm's power-saving timers more than they compute (their lane, the
@@ -55,7 +55,7 @@ test: venv engine cache images ready wheels collection
 # default scenario's converge 5:35 against 3:12), more than it took off the longest.
 # tests/unit/testbed/test_lanes.py checks every file and scenario has a lane.
 # Lane build: BUILD_SCENARIOS (slurm_build: the mesh's Slurm built for Debian 13, about 450 CPU-s and
-# 13 minutes of the cores' share on a fresh machine), then BUILT says it ended. The molecule lane
+# 13 minutes of wall beside the other lanes on a fresh machine), then BUILT says it ended. The molecule lane
 # runs debian13 meanwhile, then waits for BUILT before default, whose cpu13 finds the build kept on
 # this machine: in default's converge the build had every other node of the scenario wait on it (21
 # of the run's last 50 minutes, the molecule lane alone for its last 12: 2026-12-03 evening).

@@ -28,7 +28,7 @@ from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 LANES = {"e2e": "profile/e2e.log", "molecule": "profile/molecule.log", "providers": "profile/providers.log",
-         "pods": "profile/pods.log", "checks": "when_idle.py"}  # fmt: skip
+         "pods": "profile/pods.log", "build": "profile/build.log", "checks": "when_idle.py"}  # fmt: skip
 ENGINE = ("dockerd", "containerd")  # the engine's daemons: their CPU, apart from the containers'
 
 
