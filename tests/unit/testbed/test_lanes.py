@@ -5,6 +5,7 @@ scenarios that share container names (default and debian13: head, gpu1, cpu1) ar
 lane."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -47,6 +48,11 @@ def test_the_build_lane_makes_what_the_default_scenario_looks_for_before_default
     assert re.search(r"molecule_all\.py \\\n\s*--wait-for \$\(BUILT\) --wait-at-most \$\(BUILT_WAIT\) --before default",
                      makefile), "the molecule lane waits for the build lane before default"  # fmt: skip
     assert re.search(r"molecule_all\.py \$\(BUILD_SCENARIOS\); rc=\$\$\?; touch \$\(BUILT\)", makefile)
+    # In the run's profile folder, which each run empties first (a word left by an earlier run, or
+    # one written where PROFILE was not yet set, `/build.done`, would let default start at once).
+    show = ["make", "-s", "--no-print-directory", "--eval", "show-built: ; @echo $(BUILT) $(PROFILE)", "show-built"]
+    shown = subprocess.run(show, cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    assert shown == [f"{shown[1]}/build.done", "build/profile"], shown
 
 
 def test_molecule_all_waits_for_the_file_before_the_scenario_named_and_at_most_as_long_as_told(tmp_path, capsys):
