@@ -66,7 +66,7 @@ E2E_SCENARIOS :=
 MOLECULE_SCENARIOS := debian13 default
 PROVIDERS_SCENARIOS := tailscale
 BUILD_SCENARIOS := slurm_build
-BUILT = $(PROFILE)/build.done
+BUILT = $(CURDIR)/$(PROFILE)/build.done
 # The longest the molecule lane waits for BUILT (after it, cpu13 builds itself).
 BUILT_WAIT := 3600
 # Every Ansible run of a lane logs to build/profile/LANE.log with Ansible's profile_tasks callback
