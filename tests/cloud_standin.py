@@ -35,6 +35,9 @@ PROVIDERS = ("lambda", "runpod", "paperspace")
 KEY = "standin-key-0123456789"  # the one key each stand-in accepts
 # How each provider takes a machine away from outside meshctl (its document's status words).
 TAKEN_AWAY = {"lambda": "preempted", "runpod": "terminated", "paperspace": "stopped"}
+# Seconds a terminated machine's `docker rm -f -v` may take (in the background), and a test waits
+# for it: under the suite's load on two cores one took over 120 s (2026-12-03).
+REMOVAL_TIMEOUT = 600
 
 
 @dataclass
@@ -142,8 +145,8 @@ class DockerBackend(MemoryBackend):
         answered after its client had given up."""
 
         def remove() -> None:
-            try:
-                self._docker("rm", "-f", "-v", container)
+            try:  # in the background: a removal under the suite's load took over 120 s
+                self._docker("rm", "-f", "-v", container, timeout=REMOVAL_TIMEOUT)
             except Exception as exc:  # said by settle(), in the test's thread
                 self._removal_errors.append(f"docker rm {container}: {exc}")
 
@@ -151,7 +154,7 @@ class DockerBackend(MemoryBackend):
         thread.start()
         self._removals.append(thread)
 
-    def settle(self, timeout: float = 300) -> None:
+    def settle(self, timeout: float = REMOVAL_TIMEOUT) -> None:
         """Wait until the machines terminated so far are gone (their containers removed): before a
         test looks for what is left, and before a new machine is made."""
         for thread in self._removals:
@@ -167,10 +170,10 @@ class DockerBackend(MemoryBackend):
         self.containers[machine.id] = container
         return machine
 
-    def _docker(self, *args: str) -> None:
+    def _docker(self, *args: str, timeout: float = 120) -> None:
         import subprocess
 
-        subprocess.run(["docker", *args], capture_output=True, check=True, timeout=120)
+        subprocess.run(["docker", *args], capture_output=True, check=True, timeout=timeout)
 
     def stop(self, machine: Machine) -> None:
         self._docker("stop", "-t", "5", self.containers[machine.id])

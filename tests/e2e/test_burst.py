@@ -79,15 +79,21 @@ def journal_lines() -> int:
     return int(on_head("journalctl -u meshctl-relaunch --no-pager -o cat | wc -l") or 0)
 
 
+JOB_FIELDS = "(JobState|Reason|Restarts|NodeList|BatchHost|RunTime)"
+
+
 def diagnosis(job: str | None = None) -> str:
+    """What the head says of the job and the pool nodes, the most telling first and in few lines
+    (scripts/together says a failure's first 60 lines again where CI shows them)."""
     parts = {
-        "job": on_head(f"scontrol show job {job}") if job else "",
-        "nodes": on_head("scontrol show node h100-1; scontrol show node h100-2"),
-        "power log": on_head("tail -n 20 /var/log/slurm/meshctl-power.log"),
-        "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 30"),
-        "relaunch service": on_head("journalctl --no-pager -u meshctl-relaunch -n 80"),
+        "job": on_head(f"scontrol show job {job} | grep -o -E '{JOB_FIELDS}=[^ ]*' | tr '\\n' ' '") if job else "",
+        "nodes": on_head("scontrol show node h100-[1-2] | grep -E 'NodeName=|State=|Reason=|LastBusyTime='"),
+        "power log": on_head("tail -n 12 /var/log/slurm/meshctl-power.log"),
+        "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 12"),
+        "watch": on_head("journalctl --no-pager -o cat -u meshctl-watch -n 5"),
+        "relaunch service": on_head("journalctl --no-pager -o cat -u meshctl-relaunch -n 12"),
         "retries": on_head(
-            "journalctl --no-pager -u 'meshctl-burst-retry-*' -n 40; "
+            "journalctl --no-pager -o cat -u 'meshctl-burst-retry-*' -n 6; "
             "systemctl list-units --all --no-legend 'meshctl-burst-retry-*'"
         ),
     }
@@ -329,7 +335,9 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     seen, figures = journal_lines(), {}
     taken = time.monotonic()
     paperspace.take_away(second, silent=True)
-    assert wait_for(lambda: "stopped answering" in reason(node), SLURMD_TIMEOUT + 120, 2), diagnosis(job)
+    # Slurm's grace, its next ping, then the watch's next look (40-55 s alone; over 150 s once under
+    # the suite's load on CI: the diagnosis says where it stood).
+    assert wait_for(lambda: "stopped answering" in reason(node), SLURMD_TIMEOUT + 300, 2), diagnosis(job)
     figures["DOWN (Slurm's grace, then the watch)"] = time.monotonic() - taken
     assert f"paperspace:{second.id} stopped answering" in reason(node), reason(node)
     assert wait_for(lambda: second.state == "terminated", 60, 1), second.state  # given back, though it ran

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.cloud_standin import DockerBackend
+from tests.cloud_standin import REMOVAL_TIMEOUT, DockerBackend
 
 
 class Recording(DockerBackend):
@@ -17,10 +17,12 @@ class Recording(DockerBackend):
     def __init__(self, fail: bool = False):
         super().__init__()
         self.calls: list[tuple[str, ...]] = []
+        self.timeouts: list[float] = []
         self.release = threading.Event()
         self.fail = fail
 
-    def _docker(self, *args: str) -> None:
+    def _docker(self, *args: str, timeout: float = 120) -> None:
+        self.timeouts.append(timeout)
         if args[0] == "rm":
             assert self.release.wait(30)
             if self.fail:
@@ -36,6 +38,7 @@ def test_terminate_answers_before_the_container_is_gone_and_settle_waits_for_it(
     backend.release.set()
     backend.settle()
     assert backend.calls == [("rm", "-f", "-v", "node-1")]
+    assert backend.timeouts == [REMOVAL_TIMEOUT] and REMOVAL_TIMEOUT > 120  # in the background: time to go
 
 
 def test_settle_says_a_removal_that_failed():

@@ -46,3 +46,24 @@ def test_lanes_that_pass_write_no_summary(tmp_path):
     done = run(tmp_path, "a", "true", "b", "echo b")
     assert done.returncode == 0
     assert not (tmp_path / "failed.txt").exists()
+
+
+def test_a_tests_first_failure_is_said_in_full_after_the_last_lines(tmp_path):
+    message = [f"E         node line {i}" for i in range(16)]
+    lines = ["E       AssertionError: --- job:", *message, "E       assert False"]
+    later = "E   KeyError: 'kept'"
+    failed = "FAILED tests/x.py::test_a - AssertionError"
+    script = "; ".join(f"echo {line!r}" for line in [*lines, "tests/x.py:3: AssertionError", later, failed])
+    done = run(tmp_path, "providers", script + "; exit 1")
+    assert done.returncode == 1
+    summary = (tmp_path / "failed.txt").read_text().splitlines()
+    full = summary.index("==> the first failure in providers, in full:")
+    assert summary.index(f"[providers] {failed}") < full  # the last lines first
+    assert summary[full + 1 :] == [f"[providers] {line}" for line in lines] + ["==> failed: providers"]
+    assert done.stdout.rstrip().endswith(summary[-1])
+
+
+def test_a_short_failure_is_not_said_twice(tmp_path):
+    done = run(tmp_path, "bad", "echo 'E   assert 1 == 2'; echo 'FAILED tests/x.py::test_b - assert 1 == 2'; exit 1")
+    assert done.returncode == 1
+    assert "in full" not in (tmp_path / "failed.txt").read_text()
