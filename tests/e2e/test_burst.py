@@ -237,6 +237,9 @@ def test_a_job_for_the_pools_gpu_rents_the_cheapest_machine_that_can_be_had(bed)
         why = diagnosis(job)
         on_head(f"scancel {job}")
         pytest.fail(f"the job never started on a pool node:\n{why}")
+    # Slurm starts the job once the node's slurmd registers: the head's run may still be ending then
+    # (its last tasks, then the setup's line in its journal).
+    wait_for(lambda: "setup (add-node" in journal(seen), 120, 2)
     said = journal(seen)
     node = on_head(f"squeue -h -j {job} -o %N") or on_head(f"sacct -X -n -j {job} -o NodeList%30").strip()
     assert node in ("h100-1", "h100-2"), (node, diagnosis(job))
