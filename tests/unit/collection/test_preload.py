@@ -3,10 +3,13 @@ every Jinja filter and test a worker of a meshctl run would otherwise load for i
 other collection's plugin the roles and playbooks name."""
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from meshctl import resources
 
@@ -74,3 +77,145 @@ def test_after_the_preload_no_plugin_a_task_names_imports_anything(tmp_path):
     assert said["missed"] == {}
     assert said["own"] == own  # the callback lists the collection's filters from its files
     assert said["imported"] == []
+
+
+WARM = """
+import json, sys
+from ansible.plugins.loader import action_loader, connection_loader, init_plugin_loader, module_loader, shell_loader
+init_plugin_loader([sys.argv[1]])
+from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
+from ansible_collections.meshctl.mesh.plugins.callback import preload
+
+class Task:
+    action = sys.argv[2]
+    collections = []
+
+preload.warm()
+preload.warm_task(Task())
+before = set(sys.modules)
+for loader in (module_loader, action_loader):  # a second search of the plugin folders would call this
+    loader._get_paths_with_context = lambda *a, **k: (_ for _ in ()).throw(AssertionError("searched again"))
+module = module_loader.find_plugin_with_context(Task.action, ".py", collection_list=[])
+module_loader.find_plugin_with_context("ansible.legacy.stat", ".py")
+action_loader.get(module.action_plugin or "ansible.legacy.normal", class_only=True)
+connection_loader.get("ssh", class_only=True)
+shell_loader.get("sh", class_only=True)
+get_module_encoder("legacy", Direction.CONTROLLER_TO_MODULE)
+get_module_decoder("legacy", Direction.MODULE_TO_CONTROLLER)
+print(json.dumps({"resolved": module.resolved, "imported": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_after_a_tasks_warm_up_its_workers_lookups_search_and_import_nothing(tmp_path):
+    """What a worker forked for a task looks up (its module and action plugin, a helper module, the
+    connection and shell, the JSON profiles) is found resolved and imported: no search, no import."""
+    path = resources.collections_path(tmp_path / "collections")
+    for action in ("ansible.builtin.command", "ansible.builtin.copy", "meshctl.mesh.mesh_secret"):
+        done = subprocess.run([sys.executable, "-c", WARM, str(path), action], capture_output=True, text=True,
+                              check=False, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, (action, done.stderr[-2000:])
+        assert json.loads(done.stdout.splitlines()[-1]) == {"resolved": True, "imported": []}, action
+
+
+PING = """from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec={"data": {"type": "str", "default": "pong"}})
+    module.exit_json(ping="from the kept payload")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def ping(tmp_path: Path, cache: Path | None, data: str = "pong") -> str:
+    """What ansible.builtin.ping answers in a run on this machine with the callback (and CACHE kept)."""
+    book = [{"hosts": "localhost", "gather_facts": False,
+             "tasks": [{"ansible.builtin.ping": {"data": data}, "register": "answer"}]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(book))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MESHCTL_"))}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_CALLBACKS_ENABLED="meshctl.mesh.preload", ANSIBLE_PIPELINING="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "local-tmp"))  # fmt: skip
+    if cache is not None:
+        env["MESHCTL_ANSIBALLZ_CACHE"] = str(cache)
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run([playbook, "-i", "localhost,", "-c", "local", "play.yml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["ping"]
+
+
+def kept(cache: Path) -> list[Path]:
+    return sorted(path for path in cache.glob("*/*") if not path.name.startswith("."))
+
+
+def tamper(entry: Path) -> None:
+    """Make the kept payload of ansible.builtin.ping answer PING's words: which payload a run sent."""
+    import base64
+    import dataclasses
+    import io
+    import pickle
+    import zipfile
+
+    payload = pickle.loads(entry.read_bytes())
+    old, new = zipfile.ZipFile(io.BytesIO(base64.b64decode(payload.zip_data))), io.BytesIO()
+    with zipfile.ZipFile(new, "w") as rewritten:
+        for info in old.infolist():
+            data = PING.encode() if info.filename == "ansible/modules/ping.py" else old.read(info)
+            rewritten.writestr(info, data)
+    entry.write_bytes(pickle.dumps(dataclasses.replace(payload, zip_data=base64.b64encode(new.getvalue()))))
+
+
+def test_a_run_keeps_the_payloads_it_built_and_the_next_run_sends_them(tmp_path):
+    cache = tmp_path / "cache"
+    assert ping(tmp_path, cache, data="a-task-argument") == "a-task-argument"
+    (entry,) = [path for path in kept(cache) if path.name.startswith("ansible.modules.ping-")]
+    assert entry.name.endswith("-none")  # built without a debugger's or coverage's extension
+    assert oct(cache.stat().st_mode & 0o777) == "0o700" and oct(entry.parent.stat().st_mode & 0o777) == "0o700"
+    assert oct(entry.stat().st_mode & 0o777) == "0o600"
+    assert all(b"a-task-argument" not in path.read_bytes() for path in kept(cache))  # no task's argument
+    tamper(entry)
+    assert ping(tmp_path, cache) == "from the kept payload"
+    assert ping(tmp_path, None) == "pong"  # no folder named: nothing kept is read
+
+
+def test_a_kept_payload_others_may_write_or_a_link_is_never_read(tmp_path):
+    """Such an entry is not sent; the run's own build replaces it (a link replaced, never written through)."""
+    cache = tmp_path / "cache"
+    ping(tmp_path, cache)
+    (entry,) = [path for path in kept(cache) if path.name.startswith("ansible.modules.ping-")]
+    tamper(entry)
+    entry.chmod(0o620)
+    assert ping(tmp_path, cache) == "pong"
+    assert oct(entry.stat().st_mode & 0o777) == "0o600" and ping(tmp_path, cache) == "pong"  # built again
+    tamper(entry)
+    elsewhere = tmp_path / "planted"
+    entry.rename(elsewhere)
+    entry.symlink_to(elsewhere)
+    assert ping(tmp_path, cache) == "pong"
+    assert not entry.is_symlink() and b"from the kept payload" in zip_of(elsewhere)
+    tamper(entry)
+    assert ping(tmp_path, cache) == "from the kept payload"
+    cache.chmod(0o750)  # a folder others may enter: not used at all
+    assert ping(tmp_path, cache) == "pong"
+
+
+def zip_of(entry: Path) -> bytes:
+    """The source of ping the kept payload ENTRY holds."""
+    import base64
+    import io
+    import pickle
+    import zipfile
+
+    data = base64.b64decode(pickle.loads(entry.read_bytes()).zip_data)
+    return zipfile.ZipFile(io.BytesIO(data)).read("ansible/modules/ping.py")
+
+
+def test_a_playbook_with_its_own_library_keeps_no_payload(tmp_path):
+    (tmp_path / "library").mkdir()
+    ping(tmp_path, tmp_path / "cache")
+    assert kept(tmp_path / "cache") == []

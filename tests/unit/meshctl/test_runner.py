@@ -313,3 +313,19 @@ def test_the_head_not_answering_is_exit_7_though_the_nodes_waiting_for_it_failed
     # A command that names no head (usage) keeps the rule: any failure besides is a failure.
     with pytest.raises(PlaybookError):
         runner.raise_for(result, "retry")
+
+
+def test_runs_keep_the_modules_payloads_in_the_users_cache_folder(tmp_path, runner_call, monkeypatch):
+    """The callback meshctl.mesh.preload keeps them there between runs
+    (tests/unit/collection/test_preload.py shows it on real runs); the variable set empty keeps none."""
+    variable = runner.payload_cache_variable()
+    monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    env = runner_call()["envvars"]
+    assert env[variable] == str(tmp_path / "xdg" / "meshctl" / "ansiballz")
+    assert runner.PRELOAD_CALLBACK in env["ANSIBLE_CALLBACKS_ENABLED"].split(",")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert runner_call()["envvars"][variable] == str(tmp_path / "home" / ".cache" / "meshctl" / "ansiballz")
+    monkeypatch.setenv(variable, "")
+    assert runner_call()["envvars"][variable] == ""
