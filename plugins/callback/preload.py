@@ -199,16 +199,18 @@ def private_folder(path: str) -> bool:
     return stat.S_ISDIR(found.st_mode) and found.st_uid == os.geteuid() and not found.st_mode & 0o077
 
 
-def read_private(path: str) -> bytes | None:
-    """PATH's bytes if it is a file of this user's that no one else may write, read without following
-    a link; else None."""
+def read_private(path: str, others_may_write: bool = False) -> bytes | None:
+    """PATH's bytes if it is a file of this user's that no one else may write (OTHERS_MAY_WRITE: in a
+    folder no one else may enter), read without following a link; else None."""
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(handle, "rb") as opened:
         found = os.fstat(opened.fileno())
-        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022:
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+            return None
+        if found.st_mode & 0o022 and not others_may_write:
             return None
         return opened.read()
 
@@ -265,6 +267,8 @@ class PayloadCache:
 
     def keep(self) -> None:
         """Keep the payloads this run built."""
+        if not private_folder(os.path.dirname(self.run_cache)):
+            return
         try:
             entries = list(os.scandir(self.run_cache))
         except OSError:
@@ -272,7 +276,9 @@ class PayloadCache:
         for entry in entries:
             if entry.name in self.restored or not entry.name.endswith(PLAIN) or entry.name.startswith("."):
                 continue
-            data = read_private(entry.path)
+            # Written by this run's workers in Ansible's private temporary folder (0700), with their
+            # umask (group-writable under a umask of 002): kept private (0600).
+            data = read_private(entry.path, others_may_write=True)
             if data is not None:
                 write_new(self.folder, entry.name, data)
 

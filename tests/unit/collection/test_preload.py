@@ -130,7 +130,7 @@ if __name__ == "__main__":
 """
 
 
-def ping(tmp_path: Path, cache: Path | None, data: str = "pong") -> str:
+def ping(tmp_path: Path, cache: Path | None, data: str = "pong", umask: int = 0o022) -> str:
     """What ansible.builtin.ping answers in a run on this machine with the callback (and CACHE kept)."""
     book = [{"hosts": "localhost", "gather_facts": False,
              "tasks": [{"ansible.builtin.ping": {"data": data}, "register": "answer"}]}]  # fmt: skip
@@ -144,7 +144,7 @@ def ping(tmp_path: Path, cache: Path | None, data: str = "pong") -> str:
         env["MESHCTL_ANSIBALLZ_CACHE"] = str(cache)
     playbook = str(Path(sys.executable).parent / "ansible-playbook")
     done = subprocess.run([playbook, "-i", "localhost,", "-c", "local", "play.yml"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+                          capture_output=True, text=True, check=False, umask=umask)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["ping"]
 
@@ -213,6 +213,15 @@ def zip_of(entry: Path) -> bytes:
 
     data = base64.b64decode(pickle.loads(entry.read_bytes()).zip_data)
     return zipfile.ZipFile(io.BytesIO(data)).read("ansible/modules/ping.py")
+
+
+def test_under_a_umask_of_002_the_payloads_are_kept_private_all_the_same(tmp_path):
+    cache = tmp_path / "cache"
+    ping(tmp_path, cache, umask=0o002)
+    (entry,) = [path for path in kept(cache) if path.name.startswith("ansible.modules.ping-")]
+    assert oct(entry.stat().st_mode & 0o777) == "0o600" and oct(cache.stat().st_mode & 0o777) == "0o700"
+    tamper(entry)
+    assert ping(tmp_path, cache, umask=0o002) == "from the kept payload"
 
 
 def test_a_playbook_with_its_own_library_keeps_no_payload(tmp_path):
