@@ -255,8 +255,10 @@ PARENT_PID_VARIABLE = "MESHCTL_PARENT_PID"
 
 def payload_cache_variable() -> str:
     """The variable that names the folder the collection's callback meshctl.mesh.preload keeps the
-    modules' payloads in between runs (its CACHE_VARIABLE)."""
-    return resources.plugin("callback.preload").CACHE_VARIABLE
+    modules' payloads in between runs."""
+    from meshctl.core import mesh_payloads
+
+    return mesh_payloads.CACHE_VARIABLE
 
 
 def payload_cache() -> str:

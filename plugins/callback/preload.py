@@ -60,6 +60,9 @@ from ansible.plugins.loader import (
 )
 from ansible.utils.display import Display
 
+# The variable naming the folder the modules' payloads are kept in between runs (unset: none kept).
+from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_payloads import CACHE_VARIABLE
+
 display = Display()
 
 COLLECTION = "meshctl.mesh"
@@ -76,8 +79,6 @@ LOADERS = {"filter": (filter_loader, "FilterModule", "filters"), "test": (test_l
 HELPER_MODULES = ("ansible.legacy.stat", "ansible.legacy.file", "ansible.legacy.copy")
 PLUGINS = ((connection_loader, ("ssh", "local")), (shell_loader, ("sh",)), (become_loader, ("sudo", "su")))
 PROFILES = ("legacy", "modern")
-# The folder the modules' payloads are kept in between runs (unset: none kept).
-CACHE_VARIABLE = "MESHCTL_ANSIBALLZ_CACHE"
 # Ansible's own payload cache of a run, inside its private temporary folder (executor/module_common.py),
 # and the end of the names of payloads built without a debugger or coverage extension.
 RUN_CACHE = "ansiballz_cache"
