@@ -33,6 +33,11 @@ description:
     an entry is read only if it is a file of the user's that no one else may write, never through a
     link. A run whose playbook folder has its own C(library) or C(module_utils) keeps no payload.
     Payloads hold no task's arguments.
+  - Ansible's main process polls its workers' results every C(internal_poll_interval) seconds, 0.001
+    by default, and while a task runs (a package install, a wait on a daemon) that loop alone takes
+    about a tenth of a CPU core of the control machine. This callback makes it 0.01 s, unless the Ansible
+    configuration sets C(internal_poll_interval) itself (that setting stands). A task's result is
+    then seen at most a hundredth of a second later.
   - meshctl enables it for each of its runs. In your own playbooks, add C(meshctl.mesh.preload) to
     C(callbacks_enabled).
 version_added: 0.1.0
@@ -47,6 +52,7 @@ import pkgutil
 import stat
 import sys
 
+from ansible import constants
 from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import (
@@ -83,6 +89,11 @@ PROFILES = ("legacy", "modern")
 # and the end of the names of payloads built without a debugger or coverage extension.
 RUN_CACHE = "ansiballz_cache"
 PLAIN = "-none"
+# Seconds between the main process's looks at its workers' results, where the configuration sets none
+# (Ansible's default, 0.001 s, spends a tenth of a core of the control machine while a task runs:
+# docs/benchmarks.md, "The control machine's Ansible").
+POLL_INTERVAL = 0.01
+POLL_SETTING = "DEFAULT_INTERNAL_POLL_INTERVAL"
 
 
 def own_names(kind: str) -> list[str]:
@@ -132,6 +143,17 @@ def warm() -> None:
         for direction in Direction:
             _quietly(get_module_encoder, profile, direction)
             _quietly(get_module_decoder, profile, direction)
+
+
+def calm_polling(seconds: float = POLL_INTERVAL) -> float:
+    """Make the main process poll its workers every SECONDS, unless the configuration sets the interval
+    (ansible.cfg's internal_poll_interval): the strategies read it from ansible.constants at each
+    look. Returns the interval in force."""
+    value, origin = constants.config.get_config_value_and_origin(POLL_SETTING)
+    if origin != "default":
+        return float(value)
+    setattr(constants, POLL_SETTING, seconds)
+    return seconds
 
 
 def warm_task(task) -> None:
@@ -304,6 +326,7 @@ class CallbackModule(CallbackBase):
         self.payloads: PayloadCache | None = None
 
     def v2_playbook_on_start(self, playbook):
+        _quietly(calm_polling)
         preload()
         warm()
         self.payloads = _quietly(PayloadCache.for_run, playbook)

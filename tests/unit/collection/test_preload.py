@@ -228,3 +228,52 @@ def test_a_playbook_with_its_own_library_keeps_no_payload(tmp_path):
     (tmp_path / "library").mkdir()
     ping(tmp_path, tmp_path / "cache")
     assert kept(tmp_path / "cache") == []
+
+
+SEEN_POLL = """
+import os
+from ansible import constants
+from ansible.plugins.callback import CallbackBase
+from ansible.plugins.strategy import linear
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "seen_poll"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_playbook_on_play_start(self, play):
+        # what the strategy's loop sleeps between its looks at the workers' results
+        with open(os.environ["SEEN_POLL"], "w") as out:
+            seen = (linear.C.DEFAULT_INTERNAL_POLL_INTERVAL, constants.DEFAULT_INTERNAL_POLL_INTERVAL)
+            out.write(" ".join(map(repr, seen)))
+"""
+
+
+def poll_seen(tmp_path: Path, callbacks: str, config: str | None = None) -> list[float]:
+    """The poll interval Ansible's strategy finds in force in a run with CALLBACKS (and ansible.cfg CONFIG)."""
+    (tmp_path / "callbacks").mkdir(exist_ok=True)
+    (tmp_path / "callbacks" / "seen_poll.py").write_text(SEEN_POLL)
+    book = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.meta": "noop"}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(book))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MESHCTL_"))}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_CALLBACK_PLUGINS=str(tmp_path / "callbacks"), ANSIBLE_CALLBACKS_ENABLED=callbacks,
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "local-tmp"), SEEN_POLL=str(tmp_path / "seen"))  # fmt: skip
+    env["ANSIBLE_CONFIG"] = str(tmp_path / "ansible.cfg")
+    (tmp_path / "ansible.cfg").write_text(f"[defaults]\n{config or ''}\n")
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run([playbook, "-i", "localhost,", "-c", "local", "play.yml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [float(word) for word in (tmp_path / "seen").read_text().split()]
+
+
+def test_the_main_process_polls_its_workers_every_hundredth_of_a_second_unless_configured(tmp_path):
+    preload = resources.plugin("callback.preload")
+    assert poll_seen(tmp_path, "seen_poll") == [0.001, 0.001]  # Ansible's own default, without the callback
+    assert poll_seen(tmp_path, "meshctl.mesh.preload,seen_poll") == [preload.POLL_INTERVAL] * 2 == [0.01] * 2
+    # an interval the configuration sets stands
+    configured = "internal_poll_interval = 0.003"
+    assert poll_seen(tmp_path, "meshctl.mesh.preload,seen_poll", configured) == [0.003, 0.003]
