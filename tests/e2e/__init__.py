@@ -57,8 +57,8 @@ def torch_settings() -> str:
     return f"job_env_torch: torch=={version}\njob_env_bytecode: imports\n"
 
 
-# The test bed's Ansible settings for every meshctl run of these files (ansible.cfg beside this
-# file: how often Ansible's main process looks for results; .config/molecule/config.yml says why).
+# The Ansible configuration of every meshctl run of these files (ansible.cfg beside this file): none
+# of the test bed's own, so that a run started from the checkout does not read the checkout's.
 TESTBED_ENV = {"ANSIBLE_CONFIG": str(Path(__file__).with_name("ansible.cfg"))}
 
 
