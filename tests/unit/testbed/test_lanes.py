@@ -82,6 +82,34 @@ def test_molecule_all_waits_for_the_file_before_the_scenario_named_and_at_most_a
     assert "not there after 12 s: starting without it" in capsys.readouterr().out
 
 
+def test_molecule_all_skips_the_first_destroy_only_where_a_scenario_left_nothing(tmp_path, monkeypatch):
+    """What the sequence's first destroy would remove: the platforms' containers, the networks and named
+    volumes they declare (docker inspect answering: here `true` answers for all, `false` for none), the
+    bed's files of each platform, Molecule's record of the scenario as created."""
+    import importlib.util
+
+    from meshctl.localmesh import nodes
+
+    spec = importlib.util.spec_from_file_location("molecule_all", REPO / "scripts" / "molecule_all.py")
+    molecule_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(molecule_all)
+    monkeypatch.setattr(nodes, "VM_FILES", tmp_path / "bed")
+    cache = tmp_path / "cache"
+    everything = molecule_all.leftovers("default", docker="true", cache=cache)
+    assert {f"container {name}" for name in platforms("default")} <= set(everything)
+    assert "network meshctl-molecule" in everything and "volume meshctl-molecule-share" in everything
+    assert not any(item.startswith("volume /") for item in everything)  # bind mounts are no volumes
+    assert molecule_all.leftovers("default", docker="false", cache=cache) == []
+    (tmp_path / "bed" / "gpu1").mkdir(parents=True)
+    assert molecule_all.leftovers("default", docker="false", cache=cache) == ["bed files gpu1"]
+    state = cache / "molecule" / "checkout" / "tailscale" / "state.yml"
+    state.parent.mkdir(parents=True)
+    state.write_text("created: false\n")
+    assert molecule_all.leftovers("tailscale", docker="false", cache=cache) == []
+    state.write_text("created: true\n")
+    assert molecule_all.leftovers("tailscale", docker="false", cache=cache) == [f"Molecule state {state}"]
+
+
 def test_scenarios_of_different_lanes_share_no_container_name():
     names = [set().union(*(platforms(s) for s in make_list(lane))) for lane in LANES]
     assert names[1], names  # the e2e lane and the providers lane may run no scenario
