@@ -82,20 +82,41 @@ def journal_lines() -> int:
 JOB_FIELDS = "(JobState|Reason|Restarts|NodeList|BatchHost|RunTime)"
 
 
+class Timeline:
+    """A node's Slurm state and reason, and the watch's log, each time they changed while a test
+    waited on them (seconds since the start): what a failed wait says of where it stood."""
+
+    def __init__(self, node: str) -> None:
+        self.node, self.start, self.changes, self.last = node, time.monotonic(), [], None
+
+    def reason(self) -> str:
+        """The node's reason now (``reason()``'s), its state and the power log's last line noted."""
+        state, _, power = on_head(f"scontrol show node {self.node} | grep -o -E '(State|Reason)=.*'; echo '|';"
+                                  " tail -n 1 /var/log/slurm/meshctl-power.log").partition("|")  # fmt: skip
+        state, power = state.strip(), power.strip()
+        if (state, power) != self.last:
+            self.changes.append(f"{time.monotonic() - self.start:5.0f} s: {' '.join(state.split())} | {power}")
+            self.last = (state, power)
+        return next((line for line in state.splitlines() if line.startswith("Reason=")), "")
+
+    def __str__(self) -> str:
+        return "--- timeline:\n" + "\n".join(self.changes[-10:])
+
+
 def diagnosis(job: str | None = None) -> str:
-    """What the head says of the job and the pool nodes, the most telling first and in few lines
-    (scripts/together says a failure's first 60 lines again where CI shows them)."""
+    """What the head says of the job and the pool nodes, in few lines, the most telling last: a CI
+    summary shows only the end of a failure (scripts/together says its first 60 lines again last)."""
     parts = {
-        "job": on_head(f"scontrol show job {job} | grep -o -E '{JOB_FIELDS}=[^ ]*' | tr '\\n' ' '") if job else "",
-        "nodes": on_head("scontrol show node h100-[1-2] | grep -E 'NodeName=|State=|Reason=|LastBusyTime='"),
-        "power log": on_head("tail -n 12 /var/log/slurm/meshctl-power.log"),
-        "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 12"),
-        "watch": on_head("journalctl --no-pager -o cat -u meshctl-watch -n 5"),
-        "relaunch service": on_head("journalctl --no-pager -o cat -u meshctl-relaunch -n 12"),
         "retries": on_head(
-            "journalctl --no-pager -o cat -u 'meshctl-burst-retry-*' -n 6; "
+            "journalctl --no-pager -o cat -u 'meshctl-burst-retry-*' -n 3; "
             "systemctl list-units --all --no-legend 'meshctl-burst-retry-*'"
         ),
+        "relaunch service": on_head("journalctl --no-pager -o cat -u meshctl-relaunch -n 6"),
+        "watch": on_head("journalctl --no-pager -o cat -u meshctl-watch -n 5"),
+        "slurmctld": on_head("grep -i -e h100 -e power -e resume /var/log/slurm/slurmctld.log | tail -n 8"),
+        "power log": on_head("tail -n 8 /var/log/slurm/meshctl-power.log"),
+        "job": on_head(f"scontrol show job {job} | grep -o -E '{JOB_FIELDS}=[^ ]*' | tr '\\n' ' '") if job else "",
+        "nodes": on_head("scontrol show node h100-[1-2] | grep -E 'NodeName=|State=|Reason=|LastBusyTime='"),
     }
     return "\n".join(f"--- {name}:\n{text}" for name, text in parts.items())
 
@@ -340,8 +361,11 @@ def test_a_training_run_outlives_its_pool_machine_taken_away(bed):
     paperspace.take_away(second, silent=True)
     # Slurm's grace, its next ping, then the watch's next look (40-55 s alone; over 150 s once under
     # the suite's load on CI: the diagnosis says where it stood).
-    assert wait_for(lambda: "stopped answering" in reason(node), SLURMD_TIMEOUT + 300, 2), diagnosis(job)
+    timeline = Timeline(node)
+    assert wait_for(lambda: "stopped answering" in timeline.reason(), SLURMD_TIMEOUT + 300, 2), (
+        f"{diagnosis(job)}\n{timeline}")  # fmt: skip
     figures["DOWN (Slurm's grace, then the watch)"] = time.monotonic() - taken
+    print(timeline)
     assert f"paperspace:{second.id} stopped answering" in reason(node), reason(node)
     assert wait_for(lambda: second.state == "terminated", 60, 1), second.state  # given back, though it ran
     assert ("DELETE", f"/v1/machines/{second.id}") in paperspace.requests
