@@ -91,7 +91,7 @@ class Timeline:
 
     def reason(self) -> str:
         """The node's reason now (``reason()``'s), its state and the power log's last line noted."""
-        state, _, power = on_head(f"scontrol show node {self.node} | grep -o -E '(State|Reason)=.*'; echo '|';"
+        state, _, power = on_head(f"scontrol show node {self.node} | grep -o -E 'State=[^ ]+|Reason=.*'; echo '|';"
                                   " tail -n 1 /var/log/slurm/meshctl-power.log").partition("|")  # fmt: skip
         state, power = state.strip(), power.strip()
         if (state, power) != self.last:
