@@ -277,3 +277,86 @@ def test_the_main_process_polls_its_workers_every_hundredth_of_a_second_unless_c
     # an interval the configuration sets stands
     configured = "internal_poll_interval = 0.003"
     assert poll_seen(tmp_path, "meshctl.mesh.preload,seen_poll", configured) == [0.003, 0.003]
+
+
+# A callback of the test's: counts the workers the run's strategy starts, one line each in $WORKERS.
+COUNT_WORKERS = """
+import os
+from ansible.executor.process.worker import WorkerProcess
+from ansible.plugins.callback import CallbackBase
+
+_start = WorkerProcess.start
+
+
+def start(self):
+    with open(os.environ["WORKERS"], "a") as seen:
+        seen.write(f"{self._task.get_name()} {self._host.name}\\n")
+    return _start(self)
+
+
+WorkerProcess.start = start
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "count_workers"
+    CALLBACK_NEEDS_ENABLED = True
+"""
+# Each (name, task): the first three the main process decides (a skip without a worker); the others go
+# to a worker: a connection variable, a loop, a lookup, a condition that is true, one that fails.
+SKIPS = [
+    ("decided", {"ansible.builtin.command": "true", "when": "flag | bool", "register": "decided"}),
+    ("decided of two", {"ansible.builtin.command": "true", "when": ["inventory_hostname != 'x'", "flag"],
+                        "register": "two"}),
+    ("decided, no_log", {"ansible.builtin.command": "true", "when": "flag", "no_log": True, "register": "hidden"}),
+    ("connection", {"ansible.builtin.command": "true", "when": "ansible_connection == 'ssh'"}),
+    ("loop", {"ansible.builtin.command": "true", "loop": [1, 2], "when": "item > 5"}),
+    ("lookup", {"ansible.builtin.command": "true",
+                "when": "lookup('ansible.builtin.env', 'NO_SUCH_VARIABLE') | length > 0"}),
+    ("true", {"ansible.builtin.command": "true", "when": "not flag", "changed_when": False}),
+    ("registered", {"ansible.builtin.debug": {"msg": "{{ [decided, two, hidden] }}"}}),
+    ("undefined", {"ansible.builtin.command": "true", "when": "no_such_variable", "ignore_errors": True}),
+]  # fmt: skip
+
+
+def skips_run(tmp_path: Path, in_workers: bool) -> tuple[dict, list[str]]:
+    """Each task's result on each host (the json callback's, less the times), and the workers started,
+    in a run of SKIPS on two hosts with the callback (IN_WORKERS: every skip decided in a worker)."""
+    (tmp_path / "callbacks").mkdir(exist_ok=True)
+    (tmp_path / "callbacks" / "count_workers.py").write_text(COUNT_WORKERS)
+    book = [{"hosts": "all", "gather_facts": False, "vars": {"flag": False},
+             "tasks": [{"name": name, **task} for name, task in SKIPS]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(book, sort_keys=False))
+    workers = tmp_path / ("in-workers" if in_workers else "in-main")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MESHCTL_"))}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(resources.collections_path(tmp_path / "collections")),
+               ANSIBLE_CALLBACK_PLUGINS=str(tmp_path / "callbacks"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACKS_ENABLED="meshctl.mesh.preload,count_workers", ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCAL_TEMP=str(tmp_path / "local-tmp"),
+               WORKERS=str(workers))  # fmt: skip
+    if in_workers:
+        env["MESHCTL_SKIP_IN_WORKERS"] = "1"
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run([playbook, "-i", "h1,h2,", "-c", "local", "play.yml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    tasks = json.loads(done.stdout)["plays"][0]["tasks"]
+    results = {task["task"]["name"]: task["hosts"] for task in tasks}
+    for hosts in results.values():
+        for result in hosts.values():
+            for timed in ("start", "end", "delta"):
+                result.pop(timed, None)
+    return results, sorted(workers.read_text().splitlines())
+
+
+def test_a_skip_the_main_process_can_decide_starts_no_worker_and_is_reported_the_same(tmp_path):
+    in_main, forked = skips_run(tmp_path, in_workers=False)
+    in_workers, every = skips_run(tmp_path, in_workers=True)
+    assert in_main == in_workers  # the same results, skips, registered variables and failure
+    assert in_main["decided"]["h1"]["skipped"] is True and in_main["decided"]["h1"]["false_condition"] == "flag | bool"
+    assert in_main["decided, no_log"]["h2"].get("censored") and in_main["undefined"]["h1"]["failed"] is True
+    assert "Conditional result was False" in json.dumps(in_main["registered"]["h1"]["msg"])
+    decided = {name for name, _task in SKIPS[:3]}
+    assert every == sorted(f"{name} {host}" for name, _task in SKIPS for host in ("h1", "h2"))
+    assert forked == sorted(line for line in every if line.rsplit(" ", 1)[0] not in decided)
