@@ -49,12 +49,24 @@ from ansible.plugins.callback import CallbackBase
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+_libc: ctypes.CDLL | None = None
+
+
+def libc() -> ctypes.CDLL:
+    """The C library, loaded once: by the run's process when it ties itself, before it forks, so that
+    a worker finds it loaded (ctypes.util.find_library runs `ldconfig -p`, a process of its own, which
+    every worker of a run paid for)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
 def on_parent_death(signum: int) -> bool:
     """Have the kernel send SIGNUM to this process when its parent ends (Linux); False elsewhere."""
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    return libc().prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
 
 
 def terminate_self(_signum=None, _frame=None) -> None:

@@ -170,3 +170,28 @@ def test_a_worker_whose_run_ended_before_it_was_tied_ends_at_once_and_a_threads_
     assert gone.returncode == 1, gone.stderr
     other = subprocess.run([sys.executable, "-c", FORKED, "thread"], capture_output=True, text=True, timeout=60)
     assert other.returncode == 3, other.stderr
+
+
+# A run ties itself, then forks a worker that ties itself: the worker starts no process (the C library
+# was loaded by the run; ctypes.util.find_library would run `ldconfig -p` in every worker).
+NO_PROCESS = """
+import multiprocessing, os, sys
+from meshctl import resources
+stop_with_parent = resources.plugin("callback.stop_with_parent")
+started = []
+sys.addaudithook(lambda event, args: started.append(os.getpid()) if event == "subprocess.Popen" else None)
+stop_with_parent.tie(os.getppid())
+def worker():  # after the fork's hooks: tie_forked has run in this process
+    sys.exit(5 if os.getpid() in started else 6)
+child = multiprocessing.get_context("fork").Process(target=worker)
+child.start()
+child.join()
+sys.exit(child.exitcode)
+"""
+
+
+def test_a_worker_finds_the_c_library_loaded_by_its_run_and_starts_no_process_to_tie_itself():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    done = subprocess.run([sys.executable, "-c", NO_PROCESS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 6, done.stderr
