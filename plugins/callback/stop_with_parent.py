@@ -16,10 +16,13 @@ description:
   - This callback makes both ends the one Ansible handles. When the process that started
     ansible-playbook ends, the kernel sends it SIGTERM (Linux's parent-death signal); a SIGHUP
     becomes a SIGTERM. Either way Ansible stops every worker's process group and then itself.
-  - Each worker is tied to ansible-playbook the same way as it is forked (by its main thread). A
-    worker forked while ansible-playbook was ending (after Ansible passed its SIGTERM on, so that
-    Ansible never knew it) would otherwise wait forever to hand its result to a process that is
-    gone. A worker whose ansible-playbook ended before it was tied ends at once.
+  - Each worker is tied to ansible-playbook as it is forked (by its main thread). A worker forked
+    while ansible-playbook was ending (after Ansible passed its SIGTERM on, so that Ansible never
+    knew it) would otherwise wait forever to hand its result to a process that is gone. A worker
+    whose ansible-playbook ended before it was tied ends at once. The kernel tells the worker with a
+    SIGHUP, which runs the worker's own SIGTERM handling (its process group ended, then itself)
+    unless that already runs; a second SIGTERM, when ansible-playbook ends right after passing its
+    own on, would end the worker in the middle of it and leave what its task started running.
   - Enabled when its parent's process ID is known (O(parent_pid)). If that process has already ended
     when the callback loads, the run ends at once.
   - meshctl enables it for each of its runs, so that a meshctl killed mid-run leaves no run behind
@@ -47,6 +50,8 @@ import threading
 from ansible.plugins.callback import CallbackBase
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The name of the SIGTERM handler Ansible gives each worker (executor/process/worker.py).
+TERM_HANDLER = "_term"
 
 
 _libc: ctypes.CDLL | None = None
@@ -82,15 +87,32 @@ def _before_fork() -> None:
     _forker = (os.getpid(), threading.current_thread() is threading.main_thread())
 
 
+def run_gone(_signum=None, frame=None) -> None:
+    """A worker's parent-death signal: its SIGTERM handling (Ansible's ``_term``: the worker's process
+    group ended, then the worker), unless that runs already (it first puts SIGTERM back to its
+    default, so a SIGTERM then would end the worker before its group); where the worker has none
+    yet (nothing of its task started), its end."""
+    running = frame
+    while running is not None:
+        if running.f_code.co_name == TERM_HANDLER:
+            return
+        running = running.f_back
+    handler = signal.getsignal(signal.SIGTERM)
+    if callable(handler) and getattr(handler, "__name__", "") == TERM_HANDLER:
+        handler(signal.SIGTERM, frame)
+    os._exit(1)
+
+
 def tie_forked(run_pid: int) -> bool:
     """In a process just forked: when RUN_PID (ansible-playbook) forked it from its main thread (a
-    worker), end with it; when RUN_PID ended already, end now (nobody reads what it would hand back).
-    A fork by any other process or thread is left alone (the parent-death signal would follow the
-    thread). Whether it is tied."""
+    worker), end with it (``run_gone`` on the parent-death signal, a SIGHUP); when RUN_PID ended
+    already, end now (nobody reads what it would hand back). A fork by any other process or thread
+    is left alone (the parent-death signal would follow the thread). Whether it is tied."""
     forker = _forker
     if forker is None or forker[0] != run_pid or not forker[1]:
         return False
-    tied = on_parent_death(signal.SIGTERM)
+    signal.signal(signal.SIGHUP, run_gone)
+    tied = on_parent_death(signal.SIGHUP)
     if os.getppid() != run_pid:
         os._exit(1)
     return tied

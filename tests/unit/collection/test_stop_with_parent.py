@@ -195,3 +195,56 @@ def test_a_worker_finds_the_c_library_loaded_by_its_run_and_starts_no_process_to
         pytest.skip("the parent-death signal is Linux's")
     done = subprocess.run([sys.executable, "-c", NO_PROCESS], capture_output=True, text=True, timeout=60)
     assert done.returncode == 6, done.stderr
+
+
+# A run ties itself and forks a worker with a SIGTERM handler like Ansible's (`_term`: SIGTERM back
+# to its default, then the worker's process group ended); the run passes a SIGTERM on and ends while
+# that handler runs, as ansible-playbook does. The kernel's parent-death signal then arrives in the
+# middle of it: it must not end the worker before the handler has ended the group (file `ended`).
+IN_TERM = """
+import multiprocessing, os, signal, sys, time
+from pathlib import Path
+from meshctl import resources
+stop_with_parent = resources.plugin("callback.stop_with_parent")
+folder = Path(sys.argv[1])
+stop_with_parent.tie(os.getppid())
+def worker():
+    def _term(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        (folder / "terminating").write_text("")
+        time.sleep(2)  # the process group's end, slow
+        (folder / "ended").write_text("")
+        os._exit(1)
+    signal.signal(signal.SIGTERM, _term)
+    (folder / "ready").write_text("")
+    time.sleep(60)
+child = multiprocessing.get_context("fork").Process(target=worker)
+child.start()
+while not (folder / "ready").exists():
+    time.sleep(0.05)
+os.kill(child.pid, signal.SIGTERM)
+while not (folder / "terminating").exists():
+    time.sleep(0.01)
+os._exit(0)  # the run ends while its worker's handler runs
+"""
+
+
+def test_a_workers_end_of_its_group_is_not_cut_short_by_its_runs_end(tmp_path):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    done = subprocess.run([sys.executable, "-c", IN_TERM, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and (tmp_path / "terminating").exists(), done.stderr
+    assert wait_until(lambda: (tmp_path / "ended").exists(), 30), "the worker ended before its process group"
+
+
+def test_ansibles_worker_ends_its_group_in_the_handler_the_tie_knows_by_name():
+    """run_gone finds Ansible's SIGTERM handler of a worker by its name: an ansible-core that renamed
+    it would leave the parent-death signal ending workers without their group."""
+    import inspect
+
+    from ansible.executor.process.worker import WorkerProcess
+
+    stop_with_parent = resources.plugin("callback.stop_with_parent")
+    assert WorkerProcess._term.__name__ == stop_with_parent.TERM_HANDLER
+    assert "signal.signal(signal.SIGTERM, self._term)" in inspect.getsource(WorkerProcess.run)
+    assert "os.killpg(self.pid, signum)" in inspect.getsource(WorkerProcess._term)
