@@ -119,6 +119,14 @@ class MemoryBackend:
             machine.state = state
 
 
+class DockerFailed(Exception):
+    """A docker command of the stand-in's that failed, with what docker said."""
+
+    def __init__(self, returncode: int, command: list[str], stdout: str, stderr: str):
+        super().__init__(f"{' '.join(command)} exited {returncode}: {stderr or stdout}")
+        self.returncode, self.command, self.stdout, self.stderr = returncode, command, stdout, stderr
+
+
 class DockerBackend(MemoryBackend):
     """Instances that are Docker nodes of the local mesh: stop is `docker stop`, start `docker
     start` (the container keeps its disk and address, as a Paperspace machine does), terminate
@@ -173,7 +181,23 @@ class DockerBackend(MemoryBackend):
     def _docker(self, *args: str, timeout: float = 120) -> None:
         import subprocess
 
-        subprocess.run(["docker", *args], capture_output=True, check=True, timeout=timeout)
+        done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False, timeout=timeout)
+        if done.returncode != 0:
+            raise DockerFailed(done.returncode, ["docker", *args], done.stdout, done.stderr.strip())
+
+    def _pause(self, container: str, attempts: int = 5) -> None:
+        """Pause CONTAINER. The kernel's freezer cannot freeze a process in the middle of some calls
+        (runc then says "unable to freeze" and thaws the container again: seen once under the suite's
+        load, 2026-12-04); a VM that stops answering has no such refusal, so the pause is asked again."""
+        import time
+
+        for attempt in range(attempts):
+            try:
+                return self._docker("pause", container)
+            except DockerFailed as error:
+                if "unable to freeze" not in (error.stderr or "") or attempt == attempts - 1:
+                    raise
+                time.sleep(2)
 
     def stop(self, machine: Machine) -> None:
         self._docker("stop", "-t", "5", self.containers[machine.id])
@@ -188,7 +212,7 @@ class DockerBackend(MemoryBackend):
         one stopped; a silent one paused (no answer, no SSH, still running)."""
         container = self.containers[machine.id]
         if state == "silent":
-            self._docker("pause", container)
+            self._pause(container)
         elif state == "stopped":
             self._docker("stop", "-t", "5", container)
         else:
