@@ -124,6 +124,22 @@ def resting(word):
     return None
 
 
+def powering(word):
+    """Slurm powers the node up or down, or has it powered down or to be (a power saving flag):
+    power saving at work, meshctl's suspend or resume."""
+    return any(flag in POWER_FLAGS for flag in parse(word)["flags"])
+
+
+def powered_down(word):
+    """Power saving has stopped it (``idle~``, ``down~``: its SuspendProgram ran, SuspendTimeout over)."""
+    return "~" in parse(word)["flags"]
+
+
+def not_responding(word):
+    """Slurm's ping of its slurmd failed (``idle*``, ``drained*``): within SlurmdTimeout, or past it."""
+    return "*" in parse(word)["flags"]
+
+
 def powering_down(word):
     """Slurm has run SuspendProgram for it and waits (SuspendTimeout) for the machine to go (``%``),
     whatever else its state says (``drained%``)."""

@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_node_status, mesh_status_read
+from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_node_status, mesh_slurm, mesh_status_read
 from ansible_collections.meshctl.mesh.plugins.module_utils.mesh_cloud import GONE
 
-# Slurm's marks after a state (`sinfo %T`): powered down, powering up, powering down, to be
-# powered down. A node with one is meshctl's suspend or resume at work.
-POWER_MARKS = "~#%!"
 NOT_RESPONDING = "Not responding"  # Slurm's reason for a node it set DOWN after SlurmdTimeout
 # Slurm's reason for a node whose slurmd registered fewer GPUs than slurm.conf gives it: slurmctld
 # sets it INVAL and drains it, and requeues its jobs (tests/fixtures/sinfo/slurm-22.05/gpus_short.txt).
@@ -45,6 +42,10 @@ OURS = "meshctl: "  # the reasons meshctl gives Slurm begin so
 # replaces cost) and by `meshctl status` (what was lost).
 ENDED = "ended"
 SINFO = mesh_status_read.SINFO  # Slurm's node rows, read as `meshctl status` reads them
+# The nodes Slurm holds DOWN and that do not answer, whatever word their state prints: a drained
+# node past SlurmdTimeout prints ``drained*`` with its drain's reason, not DOWN's "Not responding"
+# (tests/fixtures/sinfo/*/silent-down/, recorded). Asked only when a row leaves it open (``ask_silent``).
+SILENT_DOWN = ["sinfo", "--noheader", "--Node", "--dead", "--states=down", "--format=%N"]
 
 
 def parse_sinfo(text):
@@ -54,21 +55,43 @@ def parse_sinfo(text):
             for name, row in mesh_node_status.slurm_rows({"stdout": text or ""}).items()}  # fmt: skip
 
 
-def base_state(state):
-    return state.rstrip("~#%!*$@^+-")
-
-
 def powering(state):
     """Whether Slurm powers the node up or down, or has it powered down (meshctl's doing)."""
-    return any(mark in state for mark in POWER_MARKS)
+    return mesh_slurm.powering(state)
 
 
-TAKEN_OUT = ("down", "drained", "draining", "drain", "inval")  # Slurm's states of a node it runs nothing new on
+def parse_silent(text):
+    """The node names SILENT_DOWN's output lists (a set; a line that is no node name is left out)."""
+    names = (line.strip() for line in str(text or "").splitlines())
+    return {name for name in names if mesh_node_status.NAME.fullmatch(name)}
+
+
+def _silent_past_grace(name, node, silent):
+    """Slurm set the node DOWN for not answering past SlurmdTimeout (the grace Slurm gives it):
+    ``down*`` with Slurm's reason, or (a node drained or failed before it went silent, whose word
+    stays ``drained*``) listed by SILENT_DOWN."""
+    if mesh_slurm.base(node["state"]) == "down" and node["reason"].startswith(NOT_RESPONDING):
+        return True
+    return name in (silent or ()) and mesh_slurm.not_responding(node["state"])
+
+
+def ask_silent(watched, slurm):
+    """Whether a watched pool node's row leaves open if Slurm holds it DOWN: taken out (drained,
+    failed) and not answering, with a reason not Slurm's DOWN's nor meshctl's. Only then does
+    the watch run SILENT_DOWN."""
+    for name, entry in (watched or {}).items():
+        node = (slurm or {}).get(name)
+        if not isinstance(entry, dict) or not entry.get("pool") or node is None or ours(node):
+            continue
+        state = node["state"]
+        if mesh_slurm.taken_out(state) and mesh_slurm.not_responding(state) and not _silent_past_grace(name, node, ()):
+            return True
+    return False
 
 
 def ours(node):
     """Whether the node is DOWN or drained with a reason meshctl gave (acted on already)."""
-    return node["reason"].startswith(OURS) and base_state(node["state"]) in TAKEN_OUT
+    return node["reason"].startswith(OURS) and mesh_slurm.taken_out(node["state"])
 
 
 def _counted(slurm_reason):
@@ -79,7 +102,7 @@ def _counted(slurm_reason):
 
 def gpus_short(node):
     """Whether Slurm refused the node's registration for fewer GPUs than its record (Slurm's reason)."""
-    return base_state(node["state"]) in TAKEN_OUT and node["reason"].startswith(GPUS_SHORT)
+    return mesh_slurm.taken_out(node["state"]) and node["reason"].startswith(GPUS_SHORT)
 
 
 def _found(entry, name, listed):
@@ -99,7 +122,7 @@ def _found(entry, name, listed):
     return [(provider, i) for i in listed[provider] if i.get("id") == entry.get("id")]
 
 
-def losses(watched, listed, slurm):
+def losses(watched, listed, slurm, silent=()):
     """Each node of WATCHED whose machine is lost, as ``{"node", "instance", "why", "give_back",
     "pool"}``: ``give_back`` the id of a pool machine to delete ("" when there is none to),
     ``instance`` ``provider:id`` of the lost machine ("" when none is known).
@@ -107,7 +130,7 @@ def losses(watched, listed, slurm):
     WATCHED: ``{node: {"provider", "id", "instance", "pool"?, "by_name"?}}`` (the power plan's
     ``watched``; a pod the power program moved to a new pod carries that one's id);
     LISTED: ``{provider: [instances] or None}`` (``mesh_cloud.instance`` dicts; None: could not be
-    asked); SLURM: ``parse_sinfo``'s."""
+    asked); SLURM: ``parse_sinfo``'s; SILENT: ``parse_silent``'s, where ``ask_silent`` asked for it."""
     found = []
     for name, entry in sorted((watched or {}).items()):
         node = (slurm or {}).get(name)
@@ -149,7 +172,7 @@ def losses(watched, listed, slurm):
         if inst.get("status") in ("stopped", "stopping"):
             loss.update(why="stopped outside meshctl", give_back=inst["id"] if pool else "")
             found.append(_priced(loss, entry, inst))
-        elif pool and base_state(node["state"]) == "down" and node["reason"].startswith(NOT_RESPONDING):
+        elif pool and _silent_past_grace(name, node, silent):
             loss.update(why="stopped answering", give_back=inst["id"])
             found.append(_priced(loss, entry, inst))
     return found
@@ -221,6 +244,6 @@ def reoffer(ended, slurm):
             or node is None
         ):
             continue
-        if node["state"].endswith("~") and base_state(node["state"]) in TAKEN_OUT and node["reason"].startswith(OURS):
+        if mesh_slurm.powered_down(node["state"]) and ours(node):
             ready.append(name)
     return ready

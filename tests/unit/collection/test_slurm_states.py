@@ -2,6 +2,7 @@
 as `meshctl status` and `apply` read them, on what real Slurm 22.05 and 24.11 printed for each state
 (tests/fixtures/sinfo/, recorded by scripts/record-sinfo-states on this project's Docker nodes)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,17 @@ EXPECT = {
     # a burst pool's node whose slurmd registered fewer GPUs than its pool's (the rented machines' head)
     "gpus_short": ("pool", {"inval"}, False, None),
     "gpus_short_draining": ("pool", {"draining"}, False, None),
+    # a drained node whose slurmd stopped (PARTS=drained_silent): within SlurmdTimeout, past it (DOWN
+    # for Slurm, the same word), then as meshctl's watch leaves it at each step
+    "drained_not_responding": ("b", {"drained*"}, False, None),
+    "drained_silent": ("b", {"drained*"}, False, None),
+    "drained_silent_ours": ("b", {"drained*", "down*"}, False, None),
+    "drained_silent_powered_down": ("b", {"drained~", "down~"}, False, None),
+    "drained_silent_offered": ("b", {"idle~"}, True, "stopped while idle (idle_stop)"),
 }
+# What `sinfo --dead --states=down` (meshctl's watch: the nodes Slurm holds DOWN that do not answer)
+# listed beside the recorded states of the same name (silent-down/).
+SILENT_DOWN = {"drained_not_responding": [], "drained_silent": ["b"]}
 NODES = {"a": "cpu1", "b": "gpu1", "head": "head", "pool": "h100-1"}  # the recorder's NODE_A, NODE_B and HEAD
 
 
@@ -71,6 +82,15 @@ def test_each_state_slurm_printed_is_read_as_slurm_means_it(version, label):
     assert slurm.resting_state(row) == resting, (label, row)
     for other in table.values():  # every word on every line is one Slurm prints: none becomes unknown
         assert SLURM.parse(other["state"])["known"], other
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_slurms_list_of_silent_down_nodes_is_read_as_recorded(version):
+    folder = FIXTURES / "sinfo" / version / "silent-down"
+    assert sorted(p.stem for p in folder.glob("*.txt")) == sorted(SILENT_DOWN)
+    watch = resources.plugin("module_utils.mesh_watch")
+    for label, nodes in SILENT_DOWN.items():
+        assert watch.parse_silent(fixture_text(f"sinfo/{version}/silent-down/{label}.txt")) == {NODES[n] for n in nodes}
 
 
 # Flags the recorder could not bring about on a version, and why (scripts/record-sinfo-states).
@@ -131,12 +151,15 @@ def test_the_roles_wait_and_status_use_the_same_words():
 
 
 def test_the_state_module_is_the_only_place_with_the_flag_characters():
+    """Any quoted run of three or more of Slurm's flag characters, in any order (a set of flags to
+    strip or to look for), outside the state module: each such copy was once a different set."""
     root = Path(__file__).resolve().parents[3]
-    flags = "*~#!%$@^-+"
-    holders = [p.relative_to(root).as_posix() for folder in ("meshctl", "plugins", "roles")
-               for p in (root / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".yml", ".j2")
-               and flags in p.read_text(errors="replace")]  # fmt: skip
-    assert holders == [], holders
+    flags = re.compile(r"""(["'])([*~#!%$@^+-]{3,})\1""")
+    holders = [(p.relative_to(root).as_posix(), m.group(2)) for folder in ("meshctl", "plugins", "roles")
+               for p in (root / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".yml", ".j2", "")
+               and "__pycache__" not in p.parts for m in flags.finditer(p.read_text(errors="replace"))
+               if len(set(m.group(2))) >= 3]  # fmt: skip
+    assert holders == [("plugins/module_utils/mesh_slurm.py", SLURM.POWER_FLAGS)], holders
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -99,6 +99,45 @@ def test_a_pool_machine_silent_past_slurms_grace_is_lost_and_given_back():
     assert [(f["why"], f["give_back"]) for f in found] == [("stopped answering", "i9")]
 
 
+def silent_down(version: str, name: str) -> set:
+    text = (FIXTURES / version / "silent-down" / f"{name}.txt").read_text()
+    return watch.parse_silent("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("version", ["slurm-22.05", "slurm-24.11"])
+def test_a_pool_node_drained_before_its_machine_went_silent_is_lost_once_slurm_holds_it_down(version):
+    """Slurm's own output (recorded): a drained node whose slurmd stopped prints ``drained*`` with
+    its drain's reason within SlurmdTimeout and past it; only ``sinfo --dead --states=down`` says
+    when Slurm holds it DOWN. The machine is given back then, not before, and once only."""
+    pool = {"gpu1": {"instance": "", "provider": "", "id": "", "pool": "h100"}}
+    running = {"lambda": [instance("lambda", "i9", "gpu1", "running")]}
+    early = recorded(version, "drained_not_responding")
+    assert watch.ask_silent(pool, early) and not watch.ask_silent(STATIC | {"gpu1": STATIC["gpu2"]}, early)
+    assert "gpu1" not in silent_down(version, "drained_not_responding")  # within the grace: waited for
+    assert watch.losses(pool, running, early, silent_down(version, "drained_not_responding")) == []
+    late = recorded(version, "drained_silent")
+    assert late["gpu1"]["state"] == early["gpu1"]["state"] and not late["gpu1"]["reason"].startswith("Not")
+    assert watch.losses(pool, running, late) == []  # the row alone cannot tell
+    found = watch.losses(pool, running, late, silent_down(version, "drained_silent"))
+    assert [(f["why"], f["give_back"]) for f in found] == [("stopped answering", "i9")], found
+    # What Slurm printed after each of the watch's steps: acted on once, offered again when powered down.
+    lost = {"gpu1": {"lost": True, "pool": "h100", "offered": 0}}
+    acted = recorded(version, "drained_silent_ours")
+    assert not watch.ask_silent(pool, acted) and watch.losses(pool, running, acted, {"gpu1"}) == []
+    assert watch.reoffer(lost, acted) == []
+    powered = recorded(version, "drained_silent_powered_down")
+    assert watch.losses(pool, {"lambda": []}, powered, {"gpu1"}) == []
+    assert watch.reoffer(lost, powered) == ["gpu1"]
+    offered = recorded(version, "drained_silent_offered")
+    assert watch.reoffer(lost, offered) == [] and watch.losses(pool, {"lambda": []}, offered) == []
+    assert not watch.ask_silent(pool, offered)
+
+
+def test_the_list_of_silent_nodes_is_node_names_only():
+    assert watch.parse_silent("gpu1\n h100-2 \n\nnot a name; rm\n" + "x" * 300) == {"gpu1", "h100-2"}
+    assert watch.parse_silent(None) == set()
+
+
 def test_a_node_the_head_launches_again_is_found_by_its_name_whatever_its_instance_now():
     relaunched = {"gpu2": {"instance": "lambda:i1", "provider": "lambda", "id": "i1", "by_name": True}}
     listed = {"lambda": [instance("lambda", "i1", "gpu2", "terminated"), instance("lambda", "i2", "gpu2", "running")]}
@@ -195,13 +234,14 @@ def test_a_lost_machines_cost_is_its_hours_at_its_price_only_where_the_record_sa
 @pytest.fixture
 def head(tmp_path):
     """meshctl-power laid out as role power_save lays it out, with fake scontrol and sinfo (the rows
-    given per test, in the recorded format) that record their calls."""
+    given per test, in the recorded format; what ``--dead --states=down`` lists) that record their calls."""
     conf = tmp_path / "power"
     (conf / "keys").mkdir(parents=True)
     (conf / "keys" / "lambda.key").write_text(KEY + "\n")
     (tmp_path / "state").mkdir()  # the role's
-    calls, rows = tmp_path / "calls", tmp_path / "rows"
-    for program, body in (("scontrol", ""), ("sinfo", f"cat {rows}\n")):
+    calls, rows, dead = tmp_path / "calls", tmp_path / "rows", tmp_path / "dead"
+    listing = f'case "$*" in *--dead*) cat {dead} ;; *) cat {rows} ;; esac\n'
+    for program, body in (("scontrol", ""), ("sinfo", listing)):
         path = tmp_path / program
         path.write_text(f'#!/bin/sh\necho {program} "$@" >> {calls}\n{body}exit 0\n')
         path.chmod(0o755)
@@ -210,8 +250,9 @@ def head(tmp_path):
         tmp_path / "power.log"), "MESHCTL_SCONTROL": str(tmp_path / "scontrol"), "MESHCTL_SINFO": str(
         tmp_path / "sinfo")}  # fmt: skip
 
-    def run(sinfo: str):
+    def run(sinfo: str, down_silent: str = ""):
         rows.write_text(sinfo)
+        dead.write_text(down_silent)
         calls.write_text("")
         done = subprocess.run([sys.executable, str(PROGRAM), "watch"], env=env, capture_output=True, text=True,
                               timeout=60, check=False)  # fmt: skip
@@ -247,6 +288,24 @@ def test_the_watch_gives_a_pool_machine_taken_away_back_sets_its_node_down_and_o
         assert json.loads((head.state / watch.ENDED / "h100-1.json").read_text())["offered"]
         done, calls = head("h100-1|idle~|gpu:h100:1|none\n")
         assert "scontrol" not in calls, calls  # offered once
+
+
+def test_the_watch_asks_slurm_whether_a_drained_pool_node_gone_silent_is_down_and_then_gives_it_back(head):
+    drained = "h100-1|drained*|gpu:h100:1|an administrator's drain\n"
+    with Standin("lambda") as api:
+        machine = api.add("h100-1", "gpu_1x_h100_sxm5", 1, 3.29)
+        (head.conf / "api-urls.json").write_text(json.dumps({"lambda": api.url}))
+        (head.conf / "watched.json").write_text(json.dumps(POOL))
+        done, calls = head("h100-1|mixed|gpu:h100:1|none\n")
+        assert done.returncode == 0 and calls.count("sinfo") == 1, (done.stderr, calls)  # nothing left open
+        done, calls = head(drained, "")  # not answering, within SlurmdTimeout
+        assert done.returncode == 0 and "--dead --states=down" in calls and "scontrol" not in calls, calls
+        assert machine.state != "terminated"
+        done, calls = head(drained, "h100-1\n")  # Slurm holds it DOWN now
+        assert done.returncode == 0, done.stderr
+        assert f"nodename=h100-1 state=down reason=meshctl: lambda:{machine.id} stopped answering" in calls, calls
+        assert "nodename=h100-1 state=power_down_force" in calls and machine.state == "terminated", calls
+        assert f"watch h100-1: lambda:{machine.id} stopped answering: DOWN, its jobs requeued" in head.log.read_text()
 
 
 def test_the_watch_records_what_a_static_nodes_lost_machine_cost_an_hour_and_since_when(head):
