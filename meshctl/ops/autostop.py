@@ -29,7 +29,7 @@ def seconds_of(duration: str) -> int:
         return 0
     power = core.power_save
     try:
-        return power.duration_seconds(duration)
+        return power.duration_seconds(duration, what="", never="off")
     except power.PowerSaveError as exc:
         raise UsageError(str(exc), hint="write it as 30m, 1h30m, 90s or 30 minutes, or off") from None
 

@@ -45,9 +45,9 @@ def idle_seconds(text: str) -> int:
     """``--idle`` (10m, 1h, 600s) in seconds, refused when it is not a time or is none."""
     power = core.power_save
     try:
-        seconds = power.duration_seconds(text)
+        seconds = power.duration_seconds(text, what="--idle", never=None)
     except power.PowerSaveError as exc:
-        raise UsageError(str(exc).replace("idle_stop", "--idle"), hint="write it as 10m, 1h or 600s") from None
+        raise UsageError(str(exc), hint="write it as 10m, 1h or 600s") from None
     if not seconds:
         raise UsageError("--idle must be a time: a pool machine is always given back when idle", hint="e.g. --idle 10m")
     return seconds

@@ -26,7 +26,7 @@ UNITS = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
-SAY = "a duration (30m, 1h30m, 90s, 30 minutes) or false"
+SAY = "a duration (30m, 1h30m, 90s, 30 minutes)"
 MINIMUM = 60  # seconds: Slurm's power-saving thread looks about once a minute
 MAXIMUM = 365 * 86400  # a year: Slurm keeps SuspendTime in 32 bits (50000d wrapped around)
 
@@ -35,13 +35,17 @@ class PowerSaveError(ValueError):
     pass
 
 
-def duration_seconds(value):
+def duration_seconds(value, what="idle_stop", never="false"):
     """``30m`` -> 1800, ``90`` or ``90s`` -> 90, ``2h``, ``1d``, ``1h30m``, ``30 minutes``, ``2 hours``;
-    off (``false``, ``0``, none, "") -> 0."""
+    off (``false``, ``0``, none, "") -> 0. WHAT names the value in an error, NEVER the word that
+    says never where the value comes from (mesh.yml's ``false``, the command line's ``off``; None
+    where there is none)."""
+    said = f"{what} {value!r}" if what else repr(value)
+    forms = f"{SAY} or {never}" if never else SAY
     if value is None or value is False or value == "" or value == 0:
         return 0
     if value is True or not isinstance(value, (int, str)):
-        raise PowerSaveError(f"idle_stop {value!r} is not {SAY}")
+        raise PowerSaveError(f"{said} is not {forms}")
     text = str(value).strip().lower()
     parts = PART.findall(text)
     bare = len(parts) == 1 and parts[0][1] == ""  # a plain number: seconds
@@ -51,12 +55,12 @@ def duration_seconds(value):
         or (not bare and any(unit not in UNITS for _n, unit in parts))
         or any(len(n) > 9 for n, _u in parts)
     ):
-        raise PowerSaveError(f"idle_stop {value!r} is not {SAY}")
+        raise PowerSaveError(f"{said} is not {forms}")
     seconds = int(parts[0][0]) if bare else sum(int(n) * UNITS[u] for n, u in parts)
     if 0 < seconds < MINIMUM:
-        raise PowerSaveError(f"idle_stop {value!r} is under {MINIMUM} s: Slurm cannot stop a node that soon")
+        raise PowerSaveError(f"{said} is under {MINIMUM} s: Slurm cannot stop a node that soon")
     if seconds > MAXIMUM:
-        raise PowerSaveError(f"idle_stop {value!r} is over a year (365d): use false to never stop it")
+        raise PowerSaveError(f"{said} is over a year (365d)" + (f": use {never} to never stop it" if never else ""))
     return seconds
 
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from meshctl import preflight, runner
+from meshctl import core, preflight, runner
 from meshctl.cli import cli
 from meshctl.mesh import Mesh
 from meshctl.model import Node
@@ -600,6 +600,24 @@ def test_autostop_sets_and_cancels_a_nodes_idle_stop_on_the_head_only(mesh, fake
     assert "give a rented compute node its autostop instead" in head.output and "machines" not in head.output
     assert invoke(mesh, "autostop", "gpu1", "30 minutess").exit_code == 2
     assert mesh.inventory.read_text() == before and len(fake_runner) == 2 + 1  # status read once, nothing else
+
+
+def test_a_duration_refused_names_the_words_its_command_takes(mesh, fake_runner):
+    """The command line says never as ``off`` (autostop) or not at all (a pool's --idle); mesh.yml
+    says ``false``: each refusal offers what its own place takes."""
+    before = mesh.inventory.read_text()
+    for value, said in (("5x", "'5x' is not a duration (30m, 1h30m, 90s, 30 minutes) or off"),
+                        ("400d", "'400d' is over a year (365d): use off to never stop it")):  # fmt: skip
+        refused = invoke(mesh, "autostop", "gpu1", value)
+        assert refused.exit_code == 2 and said in refused.output and "false" not in refused.output, refused.output
+    pool = ("burst", "add", "a10", "--gpu", "H100:1", "--max-nodes", "1", "--max-price", "5", "--idle", "5x")
+    idle = invoke(mesh, *pool)
+    assert idle.exit_code == 2 and "--idle '5x' is not a duration (30m, 1h30m, 90s, 30 minutes)\n" in idle.output
+    assert "false" not in idle.output and " off" not in idle.output, idle.output
+    assert mesh.inventory.read_text() == before and not fake_runner
+    power = core.power_save
+    with pytest.raises(power.PowerSaveError, match=r"idle_stop '400d' is over a year \(365d\): use false to never"):
+        power.duration_seconds("400d")
 
 
 def test_autostop_runs_nothing_it_was_not_asked_to(mesh, fake_runner):
