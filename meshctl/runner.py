@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from meshctl import health, hostkeys, interrupt, resources, ssh, timing
+from meshctl import core, health, hostkeys, interrupt, resources, ssh, timing
 from meshctl.errors import EnvironmentProblem, Interrupted, PlaybookError, unreachable
 from meshctl.model import Unsafe, facts_problems
 from meshctl.progress import COUNTS, Progress, diff_lines  # noqa: F401 (commands' reporter: runner.Progress)
@@ -44,6 +44,10 @@ REPORT_FACTS = ("tailscale_report", "slurm_accounting_usage_report", "doctor_rep
 HW_FACT = "mesh_hw"
 # What `meshctl status` is to read on a node (playbooks/tasks/status_request.yml); recorded too.
 STATUS_REQUEST_FACT = "mesh_status_request"
+# What a role has to tell the user of the run, a list of lines each (role slurm_ready's: the nodes
+# it left drained as they were); shown after the run, each once, as plain text.
+NOTES_FACTS = ("slurm_ready_notes",)
+NOTES_AT_MOST = 64
 
 
 @dataclass
@@ -158,6 +162,7 @@ class Events:
         self.records: dict[str, dict] = {}  # host -> its status record (health.FACT)
         self.refused_records: dict[str, str] = {}  # host -> why its record is outside the schema
         self.status_requests: dict[str, dict] = {}  # host -> what status is to read there (STATUS_REQUEST_FACT)
+        self.notes: list[str] = []  # what the roles had to tell the user (NOTES_FACTS)
         self.timing = timing.Timing()  # where the run's seconds went (per play and role, for each host)
 
     def event(self, event: dict) -> bool:
@@ -174,6 +179,11 @@ class Events:
                     self.reports[host] = facts[name]
             if HW_FACT in facts:
                 self._hardware(host, data.get("task", ""), facts[HW_FACT])
+            for notes in (facts.get(name) for name in NOTES_FACTS):
+                for note in notes if isinstance(notes, list) else []:
+                    said = core.mesh_text.clean(note).strip()[:500] if isinstance(note, str) else ""
+                    if said and said not in self.notes and len(self.notes) < NOTES_AT_MOST:
+                        self.notes.append(said)
             if isinstance(facts.get(STATUS_REQUEST_FACT), dict):
                 self.status_requests[host] = facts[STATUS_REQUEST_FACT]
             if health.FACT in facts:
@@ -467,6 +477,7 @@ def run_playbook(
             stats,
             dict(events.changed),
             dict(events.reports),
+            list(events.notes),
             hw=dict(events.hw),
             records=dict(events.records),
             refused_records=dict(events.refused_records),

@@ -199,6 +199,7 @@ def add_node(w: Work, plans, progress, dry_run=False, verbosity=0):
                      head=head.name)  # fmt: skip
     for node in targets:
         node.state = "active"
-    result.notes = tailnet.record_addresses(targets, result.reports, everyone, tailnet.tailnet_cidr(mesh))
+    recorded = tailnet.record_addresses(targets, result.reports, everyone, tailnet.tailnet_cidr(mesh))
+    result.notes = [*result.notes, *recorded]
     w.save()
     return result

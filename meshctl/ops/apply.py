@@ -158,8 +158,9 @@ def apply(w: Work, progress, limit=None, check=False, diff=False, verbosity=0):
         runner.raise_for(result, f"fix the problem shown and run `{runner.again('meshctl apply')}` again",
                          head=head_of(nodes).name)  # fmt: skip
     if not check:
-        result.notes = tailnet.record_addresses(reached, result.reports, nodes, tailnet.tailnet_cidr(mesh))
-        changed = bool(result.notes)
+        recorded = tailnet.record_addresses(reached, result.reports, nodes, tailnet.tailnet_cidr(mesh))
+        result.notes = [*result.notes, *recorded]
+        changed = bool(recorded)
         for node in reached:
             if node.state == "pending":
                 node.state, changed = "active", True

@@ -67,6 +67,10 @@ READY = ("idle", "mixed", "allocated", "completing", "planned", "reserved")
 # States in which Slurm (or an admin, or the health check) took the node out.
 TAKEN_OUT = ("down", "drained", "draining", "fail", "failing", "inval")
 
+# Taken out by a person or by Slurm's own checks, and kept so across restarts of slurmd and
+# slurmctld until someone resumes the node: a converge changes none of them.
+KEPT_OUT = ("drained", "draining", "fail", "failing")
+
 FLAG_CHARS = "".join(FLAGS)
 # The flags of power saving: a node stopped, being stopped, to be stopped, or being started.
 POWER_FLAGS = "~%!#"
@@ -122,6 +126,11 @@ def resting(word):
     if "#" in flags:
         return "starting: a job asked for it"
     return None
+
+
+def kept_out(word):
+    """Drained or failed (KEPT_OUT), whatever its flag: only a resume brings it back."""
+    return base(word) in KEPT_OUT
 
 
 def powering(word):

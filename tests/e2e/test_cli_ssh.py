@@ -607,6 +607,21 @@ def test_meshctl_killed_mid_run_leaves_no_stale_lock_and_no_orphan_run(bed):
         assert wait_state(bed, name, "idle") == "idle"
 
 
+def test_apply_leaves_a_node_drained_before_it_as_it_was_and_says_so(bed):
+    """An administrator's drain: no converge resumes it, so the head's wait for the run's nodes does
+    not wait on it (it waited its 120 s, then failed the run), and the run says it stays drained."""
+    bed.on_head("scontrol update nodename=n2 state=drain reason='bad fan | check it'")
+    time.sleep(1.1)  # the drain's time (whole seconds) before the run's
+    result = bed.meshctl("apply", "--limit", "n2", env=MITOGEN)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    said = "n2 stays drained as before this run (bad fan | check it): once its cause is gone, `scontrol update"
+    assert said in " ".join(result.stdout.split()), result.stdout[-3000:]
+    shown = bed.on_head("sinfo --noheader --nodes=n2 --format='%T|%E'").splitlines()
+    assert shown and shown[0] == "drained|bad fan | check it", shown  # left as it was
+    bed.on_head("scontrol update nodename=n2 state=resume")
+    assert wait_state(bed, "n2", "idle") == "idle"
+
+
 def host_key_fingerprint(container: str) -> str:
     public = subprocess.run(["docker", "exec", container, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"],
                             capture_output=True, text=True, check=True).stdout  # fmt: skip

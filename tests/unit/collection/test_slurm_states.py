@@ -163,6 +163,68 @@ def test_the_state_module_is_the_only_place_with_the_flag_characters():
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_the_wait_after_a_change_leaves_a_node_drained_before_the_run_as_it_was(version):
+    """Filters slurm_not_ready and slurm_kept (role slurm_ready's wait), on what Slurm printed: a node
+    drained or failed with a reason older than the run is not waited for (only a resume brings it
+    back) and is said; drained during the run, DOWN (a restart may bring it back) or refused at
+    registration (INVAL), it is waited for as before."""
+    waits = resources.plugin("filter.slurm_states")
+    began = 1_800_000_000
+
+    def line(label, node, since):
+        row = rows(version, label)[NODES[node]]
+        return f"{NODES[node]}|{row['state']}|{since}|{row['reason'] or 'none'}"
+
+    for label, node in (("drained", "b"), ("draining", "b"), ("fail", "a"), ("failing", "a"),
+                        ("drained_silent", "b")):  # fmt: skip
+        before, during = line(label, node, began - 60), line(label, node, began)
+        assert waits.slurm_not_ready([before], began) == [] and waits.slurm_kept([before], began) == [before]
+        assert waits.slurm_not_ready([during], began) == [during] and waits.slurm_kept([during], began) == []
+        assert waits.slurm_not_ready([before]) == [before]  # no start known: waited for, as before
+    for label, node in (("down", "a"), ("not_responding", "head")):
+        old = line(label, node, began - 60)
+        assert waits.slurm_not_ready([old], began) == [old], label
+    if version == "slurm-22.05":
+        short = line("gpus_short", "pool", began - 60)
+        assert waits.slurm_not_ready([short], began) == [short]
+    said = waits.slurm_kept_notes([f"gpu1|drained|{began - 60}|bad fan | check it", "cpu1|idle|0|none"], began)
+    assert said == ["gpu1 stays drained as before this run (bad fan | check it): once its cause is gone, "
+                    "`scontrol update nodename=gpu1 state=resume` on the head gives it jobs again "
+                    "(the health check's own drain lifts itself)"]  # fmt: skip
+
+
+def test_the_waits_lines_carry_the_time_of_each_nodes_reason(tmp_path):
+    """Role slurm_ready's wait, its shell run against fake sinfo and scontrol: each node's line is
+    name|state|since|reason, since the reason's time in seconds by this machine's clock (0 when
+    Slurm says Unknown), the reason whole though it holds a ``|``; a node sinfo does not list
+    (in no partition yet) reads from scontrol."""
+    import os
+    import subprocess
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    tasks = yaml.safe_load((root / "roles" / "slurm_ready" / "tasks" / "main.yml").read_text())
+    wait = next(t for t in tasks[0]["block"] if t["name"].startswith("Wait until sinfo"))
+    nodes = "{{ slurm_wait_nodes | map('quote') | join(' ') }}"
+    script = wait["ansible.builtin.shell"].replace(nodes, "gpu1 cpu1 new1")
+    (tmp_path / "sinfo").write_text(
+        '#!/bin/sh\ncase "$*" in\n*gpu1*) echo "gpu1|drained|2026-12-04T12:40:10|bad fan | check it" ;;\n'
+        '*cpu1*) echo "cpu1|idle|Unknown|none" ;;\nesac\n'
+    )
+    shown = "NodeName=new1 Arch=x86_64 State=IDLE+DYNAMIC_NORM ThreadsPerCore=1"
+    (tmp_path / "scontrol").write_text(f"#!/bin/sh\necho '{shown}'\n")
+    for name in ("sinfo", "scontrol"):
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    since = subprocess.run(["date", "-d", "2026-12-04T12:40:10", "+%s"], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [f"gpu1|drained|{since.stdout.strip()}|bad fan | check it", "cpu1|idle|0|none",
+                                        "new1|idle|0|none"]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_remove_node_waits_for_the_stops_slurm_began_as_slurm_prints_them(version):
     """Filter slurm_powering_down (roles/slurm_controller/tasks/drain.yml): of sinfo's `%N|%T` lines,
     the nodes whose SuspendProgram ran; on the recording of a node being stopped, that node alone."""

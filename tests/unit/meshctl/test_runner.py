@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
-from meshctl import runner, ssh
+from meshctl import resources, runner, ssh
 from meshctl.errors import EnvironmentProblem
 
 
@@ -329,3 +330,18 @@ def test_runs_keep_the_modules_payloads_in_the_users_cache_folder(tmp_path, runn
     assert runner_call()["envvars"][variable] == str(tmp_path / "home" / ".cache" / "meshctl" / "ansiballz")
     monkeypatch.setenv(variable, "")
     assert runner_call()["envvars"][variable] == ""
+
+
+def test_what_a_role_tells_the_user_is_kept_once_each_as_plain_text():
+    """A role's notes (role slurm_ready's nodes left drained as they were) come back with the
+    run, each line once, escape sequences and control characters removed, anything else ignored."""
+    events = runner.Events(runner.Progress(out=io.StringIO(), live=False))
+    said = "gpu1 stays drained as before this run (bad fan): `scontrol update nodename=gpu1 state=resume`"
+    for host, notes in (("head", [said, "\x1b[31mcpu1 stays fail\x1b[0m\n"]), ("head", [said]),
+                        ("n1", "not a list"), ("n2", [{"a": 1}, ""])):  # fmt: skip
+        result = {"ansible_facts": {"slurm_ready_notes": notes}}
+        events.event({"event": "runner_on_ok", "event_data": {"host": host, "task": "Say", "res": result}})
+    assert events.notes == [said, "cpu1 stays fail"]
+    tasks = yaml.safe_load((resources.roles_dir() / "slurm_ready" / "tasks" / "main.yml").read_text())
+    setters = [t["ansible.builtin.set_fact"] for t in tasks[0]["block"] if "ansible.builtin.set_fact" in t]
+    assert [name for facts in setters for name in facts] == list(runner.NOTES_FACTS)  # the role's name, read here
