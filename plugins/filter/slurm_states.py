@@ -15,45 +15,19 @@ from __future__ import annotations
 from ansible_collections.meshctl.mesh.plugins.module_utils import mesh_slurm
 
 
-def _fields(line):
-    """``name|state[|since|reason]`` (or ``state``) as ``(name, state, since, reason)``: since, the
-    time of the node's reason in seconds (0 where none is known)."""
-    parts = str(line).split("|", 3)
-    if len(parts) == 1:
-        return "", parts[0], 0, ""
-    since = parts[2] if len(parts) > 2 else ""
-    return parts[0], parts[1], int(since) if since.isdigit() else 0, parts[3] if len(parts) > 3 else ""
-
-
 def slurm_kept(lines, before=0):
-    """Of ``name|state|since|reason`` lines, the ones of a node drained or failed (``mesh_slurm.kept_out``)
-    with a reason set before BEFORE (the run's start, in seconds): taken out before the run, not by it,
-    and left so by it (only a resume brings such a node back)."""
-    kept = []
-    for line in lines or []:
-        _name, state, since, _reason = _fields(line)
-        if mesh_slurm.kept_out(state) and 0 < since < int(before or 0):
-            kept.append(line)
-    return kept
+    """The lines of a node drained or failed since before BEFORE (``mesh_slurm.kept_lines``)."""
+    return mesh_slurm.kept_lines(lines, before)
 
 
 def slurm_not_ready(lines, before=0):
-    """The lines (``name|state``, ``name|state|since|reason`` or ``state``) whose state is not ready
-    (``mesh_slurm.ready``), less those ``slurm_kept`` keeps as they were before BEFORE."""
-    kept = slurm_kept(lines, before)
-    return [line for line in lines or [] if not mesh_slurm.ready(_fields(line)[1]) and line not in kept]
+    """The lines whose node is not ready, less the ones kept as before BEFORE (``mesh_slurm.not_ready_lines``)."""
+    return mesh_slurm.not_ready_lines(lines, before)
 
 
 def slurm_kept_notes(lines, before=0):
-    """What to tell the user of each ``slurm_kept`` line: the node stays as it was, why, and the fix."""
-    notes = []
-    for line in slurm_kept(lines, before):
-        name, state, _since, reason = _fields(line)
-        why = f" ({reason})" if reason and reason != "none" else ""
-        notes.append(f"{name} stays {mesh_slurm.base(state)} as before this run{why}: once its cause is gone, "
-                     f"`scontrol update nodename={name} state=resume` on the head gives it jobs again "
-                     "(the health check's own drain lifts itself)")  # fmt: skip
-    return notes
+    """What to tell the user of each ``slurm_kept`` line (``mesh_slurm.kept_notes``)."""
+    return mesh_slurm.kept_notes(lines, before)
 
 
 def slurm_powering_down(lines):

@@ -133,6 +133,47 @@ def kept_out(word):
     return base(word) in KEPT_OUT
 
 
+def _wait_fields(line):
+    """``name|state[|since|reason]`` (or ``state``) as ``(name, state, since, reason)``: since, the
+    time of the node's reason in seconds (0 where none is known)."""
+    parts = str(line).split("|", 3)
+    if len(parts) == 1:
+        return "", parts[0], 0, ""
+    since = parts[2] if len(parts) > 2 else ""
+    return parts[0], parts[1], int(since) if since.isdigit() else 0, parts[3] if len(parts) > 3 else ""
+
+
+def kept_lines(lines, before=0):
+    """Of ``name|state|since|reason`` lines (role slurm_ready's wait), those of a node drained or
+    failed (``kept_out``) with a reason set before BEFORE (the run's start, in seconds): taken out
+    before the run, not by it, and left so by it (only a resume brings such a node back)."""
+    kept = []
+    for line in lines or []:
+        _name, state, since, _reason = _wait_fields(line)
+        if kept_out(state) and 0 < since < int(before or 0):
+            kept.append(line)
+    return kept
+
+
+def not_ready_lines(lines, before=0):
+    """The lines (``name|state``, ``name|state|since|reason`` or ``state``) whose state is not
+    ``ready``, less those ``kept_lines`` keeps as they were before BEFORE."""
+    kept = kept_lines(lines, before)
+    return [line for line in lines or [] if not ready(_wait_fields(line)[1]) and line not in kept]
+
+
+def kept_notes(lines, before=0):
+    """What to tell the user of each ``kept_lines`` line: the node stays as it was, why, and the fix."""
+    notes = []
+    for line in kept_lines(lines, before):
+        name, state, _since, reason = _wait_fields(line)
+        why = f" ({reason})" if reason and reason != "none" else ""
+        notes.append(f"{name} stays {base(state)} as before this run{why}: once its cause is gone, "
+                     f"`scontrol update nodename={name} state=resume` on the head gives it jobs again "
+                     "(the health check's own drain lifts itself)")  # fmt: skip
+    return notes
+
+
 def powering(word):
     """Slurm powers the node up or down, or has it powered down or to be (a power saving flag):
     power saving at work, meshctl's suspend or resume."""
