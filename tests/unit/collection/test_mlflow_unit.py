@@ -33,6 +33,35 @@ def test_the_server_runs_no_job_runner_unless_asked():
     assert not any("MLFLOW_SERVER_ENABLE_JOB_EXECUTION" in line for line in render(mlflow_job_execution=True))
 
 
+def test_mlflows_telemetry_is_off_for_the_server_the_shells_and_every_jobs_tasks_unless_asked():
+    """MLflow 3.2+ asks its telemetry address from a thread that, unanswered, removes a variable from
+    the environment a job may be reading (a training job crashed at its start, KeyError
+    '_MLFLOW_TELEMETRY_SESSION_ID'): off by default, where MLflow runs on the mesh."""
+    assert "Environment=MLFLOW_DISABLE_TELEMETRY=true" in render()
+    assert not any("TELEMETRY" in line for line in render(mlflow_telemetry=True))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True)
+    env.filters.update(comment=lambda text: "# " + text, bool=lambda v: v if isinstance(v, bool) else str(v) == "true")
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    hosts = {"head": {"mesh_address": "100.64.0.1"}}
+    profile = {**defaults, "ansible_managed": "m", "groups": {defaults["mlflow_server_group"]: ["head"]},
+               "hostvars": hosts, "mlflow_accounts_dir": "/etc/meshctl/task-env.d/users"}  # fmt: skip
+    assert "export MLFLOW_DISABLE_TELEMETRY=true" in env.get_template("profile.sh.j2").render(**profile).splitlines()
+    assert "TELEMETRY" not in env.get_template("profile.sh.j2").render(**{**profile, "mlflow_telemetry": True})
+    # Every job's tasks: the file Slurm's TaskProlog exports, in the NAME=value form it reads.
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    files = next(t for t in tasks if "Tell every node" in t["name"])["meshctl.mesh.mesh_safe_file"]["files"]
+    task_env = next(f for f in files if f["path"] == "{{ mlflow_task_env_file }}")
+    assert (
+        "slurm_task_environment_dir" in yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["mlflow_task_env_file"]
+    )
+    for telemetry, expected in (
+        (False, "MLFLOW_DISABLE_TELEMETRY=true\n"),
+        (True, "# MLflow telemetry left on (mlflow_telemetry)\n"),
+    ):
+        said = env.from_string(task_env["content"]).render(mlflow_telemetry=telemetry)
+        assert said.strip() == expected.strip(), said
+
+
 def venv_bytecode(**variables) -> bool:
     """The role's mlflow_venv_bytecode (vars/main.yml) for these settings."""
     expression = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["mlflow_venv_bytecode"]
